@@ -1,0 +1,85 @@
+"""The config of one trial: model, parameterization, width, training and data."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mutransfer.configbase import StrictModel
+from mutransfer.data.config import DataConfig
+from mutransfer.models.init_config import DtInit, ImagInit, S4DOptions
+from mutransfer.param.config import ParamConfig
+
+
+class ModelConfig(StrictModel):
+    arch: Literal["mamba", "s4d"] = "mamba"
+    n_layer: int = Field(2, ge=1)
+    d_state: int = Field(16, ge=1)
+    base_d_state: int | None = Field(None, ge=1)  # d_state at the base shape; default d_state
+    expand: int = Field(2, ge=1)
+    d_conv: int = Field(4, ge=1)
+    base_width: int = Field(64, ge=8)
+    tie_embeddings: bool = True
+    dt_min: float = Field(0.001, gt=0)
+    dt_max: float = Field(0.1, gt=0)
+    dt_init_floor: float = Field(1e-4, gt=0)
+    scan_backend: Literal["auto", "reference", "chunked", "triton"] = "auto"
+    dt_init: DtInit = DtInit()
+    zero_real_fraction: float = Field(0.0, ge=0, le=1)
+    keep_nonpositive: bool = False  # clamp Re(A) <= 0 during training
+    imag_init: ImagInit = ImagInit()
+    s4d: S4DOptions = S4DOptions()
+
+    @model_validator(mode="after")
+    def _dt_range(self) -> ModelConfig:
+        if self.dt_min > self.dt_max:
+            raise ValueError(f"dt_min ({self.dt_min}) is above dt_max ({self.dt_max})")
+        return self
+
+
+class TrainConfig(StrictModel):
+    optimizer: Literal["adam", "adamw", "sgd"] = "adamw"
+    lr: float = Field(1e-3, gt=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    warmup: int = Field(0, ge=0)
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    steps: int | None = Field(200, ge=1)
+    tokens: int | None = Field(None, ge=1)  # token budget; overrides steps when set
+    batch_size: int = Field(8, ge=1)
+    seq_len: int = Field(128, ge=2)
+    eval_every: int = Field(50, ge=1)
+    eval_batches: int = Field(4, ge=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+    seed: int = 0
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    diverge_delta: float = Field(1.0, gt=0)  # diverged when loss > initial loss + this (nats)
+
+    @property
+    def total_steps(self) -> int:
+        if self.tokens is not None:
+            return max(1, self.tokens // (self.batch_size * self.seq_len))
+        return self.steps or 1
+
+
+class TrialConfig(StrictModel):
+    width: int = Field(128, ge=8)
+    model: ModelConfig = ModelConfig()
+    param: ParamConfig = ParamConfig()
+    train: TrainConfig = TrainConfig()
+    data: DataConfig = DataConfig()
+
+    @model_validator(mode="after")
+    def _width_vs_base(self) -> TrialConfig:
+        if self.width < self.model.base_width:
+            raise ValueError(
+                f"width {self.width} is below model.base_width {self.model.base_width}")
+        return self
+
+    @property
+    def width_mult(self) -> float:
+        return self.width / self.model.base_width

@@ -1,0 +1,24 @@
+"""Errors that reach the user as one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user: printed as one line by the CLI, exit code 2, nothing written."""
+
+
+def format_validation_error(exc: Exception, source: str | None = None) -> str:
+    """One line naming the first offending field of a pydantic ValidationError."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc).splitlines()[0]
+    errs = exc.errors()
+    if not errs:
+        return str(exc).splitlines()[0]
+    first = errs[0]
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p != "__root__")
+    msg = first.get("msg", "invalid value")
+    prefix = f"{source}: " if source else ""
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    where = f"{loc}: " if loc else ""
+    return f"{prefix}{where}{msg}{more}"
