@@ -1,0 +1,42 @@
+"""Transfer analysis of a results folder: optimal LR, drift, stability, regret, plots, report.
+
+Reads only the Parquet tables (docs/results-format.md). The public API, used by the `analyze`
+and `plot` commands and by the sweep at its end:
+
+    analyze(results_dir) -> Analysis
+    write_analysis(analysis, out_dir) -> list[Path]
+    summary_table(analysis) -> str
+    make_plots(results_dir) -> list[Path]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mutransfer.analysis.core import Analysis, analyze
+from mutransfer.analysis.output import summary_table, write_analysis
+from mutransfer.errors import UserError
+from mutransfer.results.fs import is_uri
+
+__all__ = ["Analysis", "analyze", "write_analysis", "summary_table", "make_plots", "analysis_dir"]
+
+
+def analysis_dir(results_dir: str | Path) -> Path:
+    """Where the analysis of a results folder is written: RESULTS_DIR/analysis, local only."""
+    if is_uri(str(results_dir)):
+        raise UserError(f"{results_dir} is not a local folder: give an output folder (--out) "
+                        "for the analysis files")
+    return Path(results_dir) / "analysis"
+
+
+def make_plots(results_dir: str | Path, analysis: Analysis | None = None,
+               out_dir: str | Path | None = None) -> list[Path]:
+    """PNG figures and a self-contained report.html under RESULTS_DIR/analysis/.
+
+    Pass `analysis` to reuse one already computed (the bootstrap is the slow part).
+    Matplotlib is imported only here, so `analyze` stays light.
+    """
+    from mutransfer.analysis.report import write_report
+
+    a = analysis if analysis is not None else analyze(results_dir)
+    return write_report(a, Path(out_dir) if out_dir is not None else analysis_dir(results_dir))

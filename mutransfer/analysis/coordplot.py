@@ -1,0 +1,73 @@
+"""The coordinate-check figure: RMS of each activation h and of its change Δh against width.
+
+Reads RESULTS_DIR/coord_check/coord.parquet (docs/results-format.md). Values are taken at the
+last recorded step, averaged over seeds and over layers (model-level quantities have layer -1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from matplotlib.lines import Line2D
+
+from mutransfer.analysis.plotstyle import plt, save, width_axis
+from mutransfer.results.fs import join
+from mutransfer.results.store import Store
+
+COORD_FILE = "coord_check/coord.parquet"
+
+
+def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
+    """The coordinate-check table of a results folder (local or URI), None when absent."""
+    store = Store(results_dir)
+    path = join(store.root, COORD_FILE)
+    if store.fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    df = pq.read_table(path, filesystem=store.fs).to_pandas()
+    return df if len(df) else None
+
+
+def coord_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean rms and drms per (parameterization, optimizer, width, quantity) at the last step."""
+    last = df[df["step"] == df["step"].max()]
+    keys = ["parameterization", "optimizer", "width", "quantity"]
+    return last.groupby(keys, sort=True).agg(rms=("rms", "mean"), drms=("drms", "mean"),
+                                             n_seeds=("seed", "nunique")).reset_index()
+
+
+def plot_coord_check(df: pd.DataFrame, path: Path) -> Path:
+    summ = coord_summary(df)
+    step = int(df["step"].max())
+    panels = list(summ.groupby(["parameterization", "optimizer"], sort=True))
+    show_opt = summ["optimizer"].nunique() > 1
+    quantities = sorted(summ["quantity"].unique())
+    cmap = plt.get_cmap("tab20" if len(quantities) > 10 else "tab10")
+    colors = {q: cmap(i % cmap.N) for i, q in enumerate(quantities)}
+    widths = sorted(int(w) for w in summ["width"].unique())
+    fig, axes = plt.subplots(2, len(panels), squeeze=False, sharex=True,
+                             figsize=(3.6 * len(panels) + 2.0, 6.4))
+    for j, ((param, opt), rows) in enumerate(panels):
+        for i, (col, what) in enumerate([("rms", "RMS of h"), ("drms", "RMS of Δh")]):
+            ax = axes[i, j]
+            for q, r in rows.groupby("quantity"):
+                r = r.sort_values("width")
+                v = r[col].to_numpy(float)
+                keep = np.isfinite(v) & (v > 0)  # Δh is 0 at step 0: nothing to draw on a log axis
+                ax.plot(r["width"][keep], v[keep], "o-", ms=3, lw=1.2, color=colors[q])
+            ax.set_yscale("log")
+            width_axis(ax, widths)
+            ax.set_title(f"{param}" + (f" ({opt})" if show_opt else "") + f": {what}",
+                         fontsize=9)
+            ax.set_ylabel(what if j == 0 else "")
+            ax.grid(alpha=0.3, which="both")
+    handles = [Line2D([], [], color=colors[q], marker="o", ms=3, label=q) for q in quantities]
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
+               title="activation", fontsize=8)
+    fig.suptitle(f"Coordinate check at step {step}: flat lines mean width-independent sizes "
+                 "(mean over seeds and layers)")
+    fig.tight_layout()
+    return save(fig, path)

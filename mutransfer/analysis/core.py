@@ -1,0 +1,111 @@
+"""`analyze(results_dir)`: every table of the transfer analysis from a results folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mutransfer.analysis.drift import drift_table
+from mutransfer.analysis.groups import Prepared, prepare
+from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
+from mutransfer.analysis.regret import monotonicity_table, regret_table
+from mutransfer.analysis.stability import stability_slope_table, stability_table
+from mutransfer.errors import UserError
+from mutransfer.results.store import Store, Tables, read_tables
+
+N_BOOT = 1000
+BOOT_SEED = 0
+FIT_POINTS = 5
+
+
+@dataclass
+class Analysis:
+    """The tables of one results folder, and how they were computed."""
+
+    results_dir: str                 # as given: a local folder or a URI the store can open
+    sweep: str
+    axes: list[str]                  # group axes besides parameterization and width
+    fixed: dict[str, object]         # extra columns with a single value in this folder
+    widths: list[int]
+    n_trials: int                    # trials analysed (failed ones excluded)
+    n_failed: int
+    n_boot: int
+    boot_seed: int
+    fit_points: int
+    cells: pd.DataFrame
+    lr_opt: pd.DataFrame
+    drift: pd.DataFrame
+    stability: pd.DataFrame
+    stability_slope: pd.DataFrame
+    regret: pd.DataFrame
+    monotonicity: pd.DataFrame
+    optima: list[GroupOptimum] = field(repr=False, default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: Tables | None = field(repr=False, default=None)  # as read, reused by the plots
+
+    @property
+    def name(self) -> str:
+        """The sweep's name, else the folder's."""
+        return self.sweep or str(self.results_dir).rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def family_cols(self) -> list[str]:
+        return ["parameterization", *self.axes]
+
+    @property
+    def group_cols(self) -> list[str]:
+        return [*self.family_cols, "width"]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The written tables by file stem, in reading order."""
+        return {"lr_opt": self.lr_opt, "drift": self.drift, "stability": self.stability,
+                "stability_slope": self.stability_slope, "regret": self.regret,
+                "monotonicity": self.monotonicity, "cells": self.cells}
+
+
+def load_tables(results_dir: str | Path) -> Tables:
+    """Both tables, or a one-line UserError when there are no trials to analyze."""
+    root = str(results_dir).rstrip("/")
+    if not Store(root).exists():
+        raise UserError(f"results folder not found: {root}")
+    tables = read_tables(root)
+    if tables.trials.empty:
+        raise UserError(f"no trials in {root} (expected {root}/trials/part-*.parquet): "
+                        "nothing to analyze")
+    return tables
+
+
+def _notes(prep: Prepared) -> list[str]:
+    if prep.n_failed:
+        return [f"{prep.n_failed} failed trials excluded (status 'failed')"]
+    return []
+
+
+def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED,
+            fit_points: int = FIT_POINTS) -> Analysis:
+    """All tables of the transfer analysis of `results_dir` (reads its Parquet tables only)."""
+    tables = load_tables(results_dir)
+    trials = tables.trials
+    prep = prepare(trials)
+    if prep.trials.empty:
+        raise UserError(f"all {prep.n_failed} trials in {results_dir} failed: nothing to analyze")
+    optima = group_optima(prep, n_boot, boot_seed, fit_points)
+    lr_opt, cells = optimum_tables(optima, prep.group_cols)
+    fam = prep.family_cols
+    stability = stability_table(cells, prep.group_cols)
+    widths = sorted(int(w) for w in np.unique(prep.trials["width"]))
+    several = len(widths) > 1
+    sweep = str(trials["sweep"].dropna().iloc[0]) if trials["sweep"].notna().any() else ""
+    return Analysis(
+        results_dir=str(results_dir), sweep=sweep, axes=prep.axes, fixed=prep.fixed,
+        widths=widths, n_trials=len(prep.trials), n_failed=prep.n_failed, n_boot=n_boot,
+        boot_seed=boot_seed, fit_points=fit_points, cells=cells, lr_opt=lr_opt,
+        drift=drift_table(lr_opt, optima, fam),
+        stability=stability,
+        stability_slope=stability_slope_table(stability, fam),
+        regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
+        monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
+        optima=optima, notes=_notes(prep), source=tables)

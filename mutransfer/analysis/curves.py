@@ -1,0 +1,84 @@
+"""Training curves per cell: eval loss against step, a panel per family x width, a line per LR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import Normalize
+
+from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.groups import Prepared, as_key, family_label
+from mutransfer.analysis.plotstyle import pad_limits, plt, save
+
+
+def cell_curves(prep: Prepared, cells: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Mean eval loss over seeds per (family, width, lr, step).
+
+    A cell where the majority of seeds diverged (the cells table's flag) is drawn from its
+    diverged seeds (dashed); otherwise from the seeds that trained, so one unstable seed does
+    not drag the mean up. Falls back to train loss when no eval loss was stored.
+    """
+    keys = [*prep.group_cols, "lr"]
+    loss_col = "eval_loss" if steps["eval_loss"].notna().any() else "train_loss"
+    s = steps[["trial_id", "step", loss_col]].rename(columns={loss_col: "loss"})
+    s = s[np.isfinite(s["loss"].astype(float))]
+    trials = prep.trials[[*keys, "trial_id", "diverged"]].merge(
+        cells[[*keys, "diverged"]].rename(columns={"diverged": "cell_diverged"}), on=keys)
+    trials = trials[trials["diverged"] == trials["cell_diverged"]]
+    df = s.merge(trials, on="trial_id", how="inner")
+    out = df.groupby([*keys, "step"], dropna=False, sort=True).agg(
+        loss=("loss", "mean"), cell_diverged=("cell_diverged", "first")).reset_index()
+    out.attrs["loss_col"] = loss_col
+    return out
+
+
+def curve_limits(curves: pd.DataFrame) -> tuple[float, float]:
+    """Trained cells' range up to their 90th percentile: the early drop is clipped so the
+    differences between LRs near the end stay visible."""
+    v = curves.loc[~curves["cell_diverged"], "loss"].to_numpy()
+    if not len(v):
+        v = curves["loss"].to_numpy()
+    return pad_limits(float(v.min()), float(np.quantile(v, 0.9)), 0.04)
+
+
+def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
+                         path: Path) -> Path | None:
+    """None when the steps table is empty (nothing to draw)."""
+    if steps.empty:
+        return None
+    curves = cell_curves(prep, a.cells, steps)
+    if curves.empty:
+        return None
+    fams = [as_key(k) for k, _ in curves.groupby(a.family_cols, sort=True, dropna=False)]
+    widths = sorted(curves["width"].unique())
+    log2_lrs = np.log2(curves["lr"].to_numpy())
+    norm = Normalize(log2_lrs.min(), log2_lrs.max() if np.ptp(log2_lrs) else log2_lrs.min() + 1)
+    cmap = plt.get_cmap("plasma")
+    lo, hi = curve_limits(curves)
+    fig, axes = plt.subplots(len(fams), len(widths), squeeze=False, sharex=True, sharey=True,
+                             figsize=(2.6 * len(widths) + 1.2, 2.1 * len(fams) + 0.8))
+    by_cell = curves.groupby([*a.family_cols, "width"], dropna=False)
+    for i, fam in enumerate(fams):
+        for j, w in enumerate(widths):
+            ax = axes[i, j]
+            key = (*fam, w)
+            if key in by_cell.groups:
+                for lr, c in by_cell.get_group(key).groupby("lr"):
+                    ax.plot(c["step"], np.minimum(c["loss"], hi), lw=1.0,
+                            ls="--" if c["cell_diverged"].iloc[0] else "-",
+                            color=cmap(norm(np.log2(lr))))
+            ax.set_ylim(lo, hi)
+            ax.set_title(f"{family_label(fam, a.axes)}, width {w}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            if i == len(fams) - 1:
+                ax.set_xlabel("step", fontsize=8)
+            if j == 0:
+                ax.set_ylabel(curves.attrs["loss_col"].replace("_", " "), fontsize=8)
+    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8,
+                       pad=0.02)
+    bar.set_label("learning rate (log2)")
+    fig.suptitle("Training curves (mean over seeds; dashed: diverged, clipped at the top)")
+    return save(fig, path)

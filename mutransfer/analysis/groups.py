@@ -1,0 +1,108 @@
+"""Which columns of the trials table are axes, and the cleaned trial rows the analysis uses.
+
+A *family* is one parameterization plus one value of every other varying axis (optimizer,
+dotted-path axes such as `model.zero_real_fraction`); a *group* is a family at one width; a
+*cell* is a group at one learning rate. Seeds are replicates within a cell.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mutransfer.results.store import TRIAL_COLUMNS
+
+
+@dataclass
+class Prepared:
+    """Trials ready for analysis: failed trials dropped, `loss` NaN where a trial diverged."""
+
+    trials: pd.DataFrame
+    axes: list[str]                      # group axes besides parameterization and width
+    fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
+    n_failed: int = 0
+
+    @property
+    def family_cols(self) -> list[str]:
+        return ["parameterization", *self.axes]
+
+    @property
+    def group_cols(self) -> list[str]:
+        return [*self.family_cols, "width"]
+
+
+UNSET = "unset"
+
+
+def _hashable(value: object) -> object:
+    """Lists and dicts (possible in extra axis columns) become JSON text so they can be keys.
+
+    A missing value (an axis that only part of the sweep sets) becomes "unset": NaN is not
+    equal to itself and would break lookups by key.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return UNSET
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def axis_columns(trials: pd.DataFrame) -> tuple[list[str], dict[str, object]]:
+    """Varying axes (optimizer first, then extra columns in table order) and the constant extras.
+
+    An extra axis is any column the store does not define (docs/results-format.md); one that
+    holds a single value splits nothing, so it is reported as a fixed setting instead.
+    """
+    axes: list[str] = []
+    fixed: dict[str, object] = {}
+    if "optimizer" in trials and trials["optimizer"].nunique(dropna=False) > 1:
+        axes.append("optimizer")
+    for col in trials.columns:
+        if col in TRIAL_COLUMNS or col.startswith("_"):
+            continue
+        values = trials[col].map(_hashable)
+        if values.nunique(dropna=False) > 1:
+            axes.append(col)
+        elif len(values):
+            fixed[col] = values.iloc[0]
+    return axes, fixed
+
+
+def prepare(trials: pd.DataFrame) -> Prepared:
+    """Drop failed trials, normalise types, and mark which losses count.
+
+    `diverged` is the trial's flag or status; `loss` is its final eval loss when it trained
+    (the stored loss of a diverged trial is its last finite one, which is not an outcome).
+    """
+    status = trials.get("status", pd.Series("complete", index=trials.index)).astype(str)
+    failed = status.eq("failed")
+    df = trials.loc[~failed].copy()
+    axes, fixed = axis_columns(df)
+    for col in axes:
+        df[col] = df[col].map(_hashable)
+    div_flag = df["diverged"].astype("boolean").fillna(False).astype(bool)
+    df["diverged"] = div_flag | status.loc[df.index].eq("diverged")
+    df["width"] = df["width"].astype("int64")
+    df["lr"] = df["lr"].astype("float64")
+    df["seed"] = df["seed"].astype("int64")
+    loss = pd.to_numeric(df["final_eval_loss"], errors="coerce").astype("float64")
+    df["loss"] = loss.where(~df["diverged"] & np.isfinite(loss))
+    df = df.sort_values([*["parameterization", *axes], "width", "lr", "seed"], kind="stable")
+    return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()))
+
+
+def family_label(key: tuple, axes: list[str]) -> str:
+    """`mup` or `mup, optimizer=sgd, model.zero_real_fraction=0.1`."""
+    parts = [str(key[0])]
+    parts += [f"{name}={value}" for name, value in zip(axes, key[1:])]
+    return ", ".join(parts)
+
+
+def as_key(value: object) -> tuple:
+    """pandas gives scalars for one-column groupbys and tuples otherwise: always a tuple."""
+    return value if isinstance(value, tuple) else (value,)

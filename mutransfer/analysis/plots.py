@@ -1,0 +1,192 @@
+"""Transfer figures from the analysis tables: loss against LR, lr* and stability against width."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.groups import as_key, family_label
+from mutransfer.analysis.plotstyle import (
+    family_colors,
+    log2_axis,
+    pad_limits,
+    plt,
+    save,
+    width_axis,
+    width_colors,
+)
+
+
+def families(a: Analysis, df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per family of `df`, in sorted order."""
+    return [(family_label(as_key(k), a.axes), rows)
+            for k, rows in df.groupby(a.family_cols, sort=True, dropna=False)]
+
+
+def loss_limits(cells: pd.DataFrame) -> tuple[float, float]:
+    """y range from the LRs that trained: from the best loss up to 2.5x its distance to the
+    median, so the bowls stay readable when a few LRs barely trained (those are drawn clipped)."""
+    v = cells.loc[~cells["diverged"], "mean_loss"].to_numpy()
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(min(v.max(), v.min() + 2.5 * (np.median(v) - v.min())))
+    return pad_limits(lo, hi if hi > lo else float(v.max()), 0.04)
+
+
+def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **kw):
+    cols = min(n, max_cols)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
+                             squeeze=False, layout="constrained", **kw)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat
+
+
+def _on_top(ax, x: np.ndarray, top: float, marker: str, **kw) -> None:
+    """Markers on the top edge, drawn over it (unclipped) like the muP papers' figures.
+
+    Skipped when empty: an empty unclipped line still claims a box at the figure's origin
+    and makes the layout collapse."""
+    if len(x):
+        ax.plot(x, np.full(len(x), top), marker, ls="", clip_on=False, zorder=4, **kw)
+
+
+def _loss_panel(ax, a: Analysis, cells: pd.DataFrame, opt: pd.DataFrame,
+                colors: dict, top: float) -> None:
+    for w, c in cells.groupby("width", sort=True):
+        c = c.sort_values("lr")
+        color = colors[int(w)]
+        ok = (~c["diverged"] & np.isfinite(c["mean_loss"])).to_numpy()
+        lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
+        ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
+        _on_top(ax, lr[ok & (loss > top)], top, "^", ms=6, color=color)
+        _on_top(ax, lr[c["diverged"].to_numpy()], top, "x", ms=7, mew=1.8, color=color)
+        o = opt[opt["width"] == w]
+        if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
+            face = "white" if o["edge"].iloc[0] else color
+            ax.plot(o["lr_opt"], np.minimum(o["loss_at_opt"], top), "*", ms=14, mfc=face,
+                    mec="black", mew=0.8, zorder=5)
+    log2_axis(ax, "x", cells["lr"].to_numpy())
+    ax.set_xlabel("learning rate (log2 scale)")
+    ax.grid(alpha=0.3)
+
+
+def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
+    """A panel per family, a line per width; stars at lr*, diverged LRs as x on the top edge."""
+    fams = families(a, a.cells)
+    opt_by = dict(families(a, a.lr_opt))
+    colors = width_colors(a.widths)
+    lo, hi = loss_limits(a.cells)
+    fig, axes = _grid(len(fams), sharey=True)
+    for ax, (label, cells) in zip(axes, fams):
+        _loss_panel(ax, a, cells, opt_by[label], colors, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(label)
+    for ax in axes[:: min(len(fams), 3)]:
+        ax.set_ylabel("final eval loss (mean over seeds)")
+    handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
+               for w in a.widths]
+    handles += [
+        Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
+        Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="black",
+               label="lr* on grid edge"),
+        Line2D([], [], ls="", marker="x", ms=7, mew=1.8, color="grey", label="diverged"),
+        Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
+    ]
+    fig.legend(handles=handles, loc="outside right center", frameon=False)
+    fig.suptitle("Final eval loss against learning rate, by width")
+    return save(fig, path)
+
+
+def _fit_line(ax, widths: np.ndarray, slope: float, intercept: float, **kw) -> None:
+    if np.isfinite(slope):
+        x = np.log2(np.array([widths.min(), widths.max()], float))
+        ax.plot(2.0**x, 2.0 ** (intercept + slope * x), "--", lw=1.2, **kw)
+
+
+def _interval_text(lo: float, hi: float) -> str:
+    return f" [{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) and np.isfinite(hi) else ""
+
+
+def plot_lr_opt(a: Analysis, path: Path) -> Path:
+    """lr* against width per family, with bootstrap intervals and the fitted drift lines."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fams = families(a, a.lr_opt)
+    colors = family_colors([lab for lab, _ in fams])
+    drift_by = dict(families(a, a.drift))
+    for label, opt in fams:
+        opt = opt[np.isfinite(opt["lr_opt"])].sort_values("width")
+        col = colors[label]
+        d = drift_by[label].iloc[0]
+        text = (f"{label}: slope {d['slope']:+.2f}{_interval_text(d['ci_low'], d['ci_high'])}"
+                if np.isfinite(d["slope"]) else label)
+        y = opt["lr_opt"].to_numpy()
+        err = np.vstack([y - opt["ci_low"].fillna(opt["lr_opt"]).to_numpy(),
+                         opt["ci_high"].fillna(opt["lr_opt"]).to_numpy() - y])
+        ax.errorbar(opt["width"], y, yerr=np.clip(err, 0, None), fmt="none", ecolor=col,
+                    capsize=3, lw=1)
+        edge = opt["edge"].to_numpy(bool)
+        ax.plot(opt["width"][~edge], y[~edge], "o", color=col, ms=6, label=text)
+        ax.plot(opt["width"][edge], y[edge], "o", mfc="white", mec=col, ms=6)
+        _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], color=col)
+    width_axis(ax, a.widths)
+    log2_axis(ax, "y", np.concatenate([a.lr_opt["ci_low"], a.lr_opt["ci_high"],
+                                       a.lr_opt["lr_opt"]]))
+    ax.set_ylabel("optimal learning rate lr* (log2 scale)")
+    ax.set_title("Optimal LR against width (slope 0 = transfer)")
+    ax.grid(alpha=0.3)
+    handles, _ = ax.get_legend_handles_labels()
+    if a.lr_opt["edge"].any():
+        handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="grey",
+                              label="on the grid edge (a bound)"))
+    if np.isfinite(a.drift["slope"]).any():
+        handles.append(Line2D([], [], ls="--", color="grey", label="least-squares fit"))
+    ax.legend(handles=handles, fontsize=8, title="bars: 95% bootstrap interval",
+              title_fontsize=8)
+    return save(fig, path)
+
+
+def plot_stability(a: Analysis, path: Path) -> Path:
+    """Per family: the bracket [largest trained, smallest diverged] and its geometric mean."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fams = families(a, a.stability)
+    colors = family_colors([lab for lab, _ in fams])
+    slope_by = dict(families(a, a.stability_slope))
+    for i, (label, st) in enumerate(fams):
+        st = st.sort_values("width")
+        col = colors[label]
+        shift = 2.0 ** (0.04 * (i - (len(fams) - 1) / 2))  # keep brackets of families apart
+        w = st["width"].to_numpy() * shift
+        both = np.isfinite(st["boundary"]).to_numpy()
+        s = slope_by[label].iloc[0]
+        text = f"{label}: slope {s['slope']:+.2f}" if np.isfinite(s["slope"]) else label
+        ax.vlines(w[both], st["largest_trained"][both], st["smallest_diverged"][both],
+                  color=col, lw=3, alpha=0.45)
+        ax.plot(w[both], st["boundary"][both], "o-", color=col, ms=5,
+                label=text if both.any() else None)
+        only_ok = ~both & np.isfinite(st["largest_trained"]).to_numpy()
+        ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
+                label=None if both.any() else f"{label}: no divergence")
+        _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
+    width_axis(ax, a.widths)
+    log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
+                                       a.stability["smallest_diverged"]]))
+    ax.set_ylabel("learning rate (log2 scale)")
+    ax.set_title("Stability boundary against width")
+    ax.grid(alpha=0.3)
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,
+                          label="largest trained .. smallest diverged"))
+    if not np.isfinite(a.stability["boundary"]).all():
+        handles.append(Line2D([], [], ls="", marker="^", color="grey",
+                              label="largest LR that trained (none diverged)"))
+    ax.legend(handles=handles, fontsize=8)
+    return save(fig, path)

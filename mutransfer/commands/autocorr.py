@@ -1,0 +1,112 @@
+"""`mutransfer autocorr --data ... --lengths 256 1024 4096`: λ_max and Δ* against L.
+
+--data: white | ar1 | constant (reference sequences, used as they are), stdlib (the default
+corpus), or a YAML file: a trial config (width, model, data, ...) or a data config (source,
+...). For a data source the sequences are, by default, what the first SSM layer of the
+config's model sees at init (`--input layer0`: for tokens, the normalised embeddings through
+Mamba's in_proj/conv, or S4D's mixer input; channels pooled as sequences), as the
+`dt_init: {scheme: autocorr}` init does; `--input raw` uses the data's inputs as numbers
+(real inputs per dimension; token ids as values, whose non-zero mean makes λ_max grow like L).
+"""
+
+from __future__ import annotations
+
+HELP = "autocorrelation lambda_max and timescale against length"
+
+SIGNALS = ("white", "ar1", "constant")
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("--data", default="white",
+                   help="white | ar1 | constant | stdlib | a trial or data config YAML")
+    p.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096], metavar="L")
+    p.add_argument("--samples", type=int, default=64, help="sequences per length (default 64)")
+    p.add_argument("--estimator", choices=("toeplitz", "sample"), default="toeplitz")
+    p.add_argument("--kappa", type=float, default=1.0, help="Δ* = kappa / sqrt(L λ_max)")
+    p.add_argument("--input", choices=("layer0", "raw"), default=None,
+                   help="for data sources: layer 0's SSM input (default for tokens) or raw")
+    p.add_argument("--rho", type=float, default=0.99, help="ar1 coefficient (default 0.99)")
+    p.add_argument("--mean", type=float, default=1.0, help="constant: the mean (default 1)")
+    p.add_argument("--noise", type=float, default=0.0, help="constant: noise std (default 0)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _trial_config(data: str):
+    """A TrialConfig for `stdlib` or a YAML file (a trial config, or a data config)."""
+    from mutransfer.config import TrialConfig
+    from mutransfer.configbase import read_yaml, validate
+
+    if data == "stdlib":
+        return TrialConfig(data={"source": "stdlib"})
+    raw = read_yaml(data)
+    if "source" in raw:  # a data config alone
+        raw = {"data": raw}
+    return validate(TrialConfig, raw, source=data)
+
+
+class _Sequences:
+    """Sequences of length L from a data source: layer 0's SSM input, or the raw inputs."""
+
+    def __init__(self, cfg, mode: str | None, samples: int, seed: int) -> None:
+        from mutransfer.data import load_data
+
+        self.cfg, self.samples, self.seed = cfg, samples, seed
+        self.source = load_data(cfg.data)
+        self.mode = mode or ("layer0" if self.source.spec.kind == "tokens" else "raw")
+        self.model = None
+
+    def __call__(self, length: int):
+        import torch
+
+        batch = next(self.source.batches("train", self.samples, length, seed=self.seed))
+        inputs = batch[0]
+        if self.mode == "raw":
+            x = inputs.double()
+            return x.transpose(1, 2).reshape(-1, length) if x.dim() == 3 else x
+        if self.model is None:  # built once, with the init schemes of the config
+            from mutransfer.models.build import build_model
+
+            torch.manual_seed(self.seed)
+            self.model = build_model(self.cfg, self.source.spec, sample=batch)
+        from mutransfer.models.data_init import capture_ssm_input
+
+        return capture_ssm_input(self.model, 0, inputs)
+
+
+def _describe(args, mode: str | None) -> str:
+    what = {"white": "white noise N(0, 1)", "ar1": f"AR(1), rho {args.rho:g}",
+            "constant": f"constant {args.mean:g} + {args.noise:g} N(0, 1)"}.get(args.data)
+    if what is None:
+        what = f"{args.data} ({mode} inputs)"
+    return (f"{what}: {args.samples} sequences per length, estimator {args.estimator}, "
+            f"kappa {args.kappa:g}")
+
+
+def run(args) -> int:
+    from mutransfer.errors import UserError
+    from mutransfer.init import autocorr, signals
+
+    lengths = sorted(set(args.lengths))
+    if lengths[0] < 2 or args.samples < 1:
+        raise UserError("--lengths must be >= 2 and --samples >= 1")
+    if args.data in SIGNALS:
+        def draw(length: int):
+            return signals.make(args.data, args.samples, length, rho=args.rho,
+                                mean=args.mean, noise=args.noise, seed=args.seed)
+        mode = None
+    else:
+        draw = _Sequences(_trial_config(args.data), args.input, args.samples, args.seed)
+        mode = draw.mode
+    print(_describe(args, mode))
+    print(f"{'L':>8}  {'lambda_max':>12}  {'delta*':>10}")
+    lams, dts = [], []
+    for length in lengths:
+        lam = autocorr.lambda_max(draw(length), args.estimator)
+        dt = autocorr.timescale(lam, length, args.kappa)
+        lams.append(lam)
+        dts.append(dt)
+        print(f"{length:>8}  {lam:>12.4g}  {dt:>10.4g}", flush=True)
+    if len(lengths) > 1:
+        print(f"fitted exponents: lambda_max ~ L^{autocorr.fit_exponent(lengths, lams):.3f}, "
+              f"delta* ~ L^{autocorr.fit_exponent(lengths, dts):.3f}")
+    return 0

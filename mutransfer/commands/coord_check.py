@@ -1,0 +1,116 @@
+"""`mutransfer coord-check`: activation sizes against width, with a verdict per parameterization."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from mutransfer.errors import UserError
+
+HELP = "coordinate check: activation sizes against width"
+PARAMS = ("sp", "mup", "spectral", "mup_ssm")
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
+    p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    p.add_argument("--lr", type=float, default=None, help="default: 0.01 (adam), 0.1 (sgd)")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
+    p.add_argument("--n-layer", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="PARAM.ROLE.ENTRY=VALUE",
+                   help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
+    p.add_argument("--out", default="results/coord_check", help="output folder")
+    p.add_argument("--tolerance", type=float, default=0.2)
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when a feature-learning parameterization fails or sp passes")
+
+
+def _check(args) -> None:
+    if len(set(args.widths)) < 2:
+        raise UserError("--widths: give at least two different widths")
+    if min(args.widths) < 8:
+        raise UserError(f"--widths: {min(args.widths)} is below the minimum width 8")
+    if args.base_width is not None and args.base_width > min(args.widths):
+        raise UserError("--base-width: must not exceed the smallest width")
+    for name in args.param:
+        if name not in PARAMS:
+            raise UserError(f"--param: unknown parameterization {name!r} "
+                            f"(known: {', '.join(PARAMS)})")
+    if args.lr is not None and not args.lr > 0:
+        raise UserError(f"--lr: must be positive, got {args.lr}")
+    if args.steps < 1:
+        raise UserError("--steps: must be at least 1")
+
+
+def _parse_overrides(items: list[str]) -> dict:
+    from mutransfer.configbase import parse_set
+
+    out: dict = {}
+    for key, value in parse_set(items):
+        parts = key.split(".")
+        if len(parts) != 3:
+            raise UserError(f"--set {key}: expected PARAM.ROLE.ENTRY=VALUE")
+        param, role, entry = parts
+        out.setdefault(param, {}).setdefault(role, {})[entry] = value
+    return out
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    end = "\n" if done == total or not sys.stderr.isatty() else ""
+    print(f"\r[{done}/{total}] {what}".ljust(60), end=end, file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+    _check(args)
+    from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config
+    from mutransfer.coord.plot import plot_coord
+    from mutransfer.coord.verdict import slopes, strict_failures, verdicts
+    from mutransfer.data import load_data
+    from mutransfer.data.config import DataConfig
+
+    s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
+                      optimizer=args.optimizer,
+                      lr=args.lr or (1e-2 if args.optimizer == "adam" else 0.1),
+                      steps=args.steps, seeds=args.seeds, base_width=args.base_width,
+                      n_layer=args.n_layer, batch_size=args.batch_size, seq_len=args.seq_len,
+                      overrides=_parse_overrides(args.overrides))
+    for param in s.params:  # validate overrides before any work
+        trial_config(s, param, s.widths[-1], 0)
+    source = load_data(DataConfig())
+    t0 = time.time()
+    coord = run_coord_check(s, source, progress=_progress)
+    sl = slopes(coord)
+    v = verdicts(sl, tol=args.tolerance)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    coord.to_parquet(out / "coord.parquet", index=False)
+    sl.to_parquet(out / "slopes.parquet", index=False)
+    v.to_parquet(out / "verdicts.parquet", index=False)
+    png = plot_coord(coord, out / f"coord_check_{s.optimizer}.png", v)
+    print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
+          f"{s.seed_list()}, widths {s.widths}, {time.time() - t0:.0f} s")
+    print(_slope_table(sl, s.steps))
+    print()
+    print(v.to_string(index=False))
+    print(f"\nwrote {out / 'coord.parquet'}, {png}")
+    if args.strict and (bad := strict_failures(v)):
+        print("strict: " + ", ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _slope_table(sl, last_step: int) -> str:
+    """Slopes at the last step: a row per quantity (layer-prefixed), a column per param x kind."""
+    sub = sl[sl["step"] == last_step].copy()
+    sub["quantity"] = [q if layer < 0 else f"L{layer}.{q}"
+                       for layer, q in zip(sub["layer"], sub["quantity"])]
+    table = sub.pivot_table(index="quantity", columns=["parameterization", "kind"],
+                            values="slope", sort=False)
+    return f"slopes of log2 RMS vs log2 width at step {last_step}:\n" + table.round(2).to_string()

@@ -1,0 +1,21 @@
+"""`mutransfer plot RESULTS_DIR`: transfer figures (PNG) and a self-contained report.html."""
+
+from __future__ import annotations
+
+HELP = "transfer plots and report.html"
+
+
+def add_arguments(p, name: str) -> None:
+    from mutransfer.commands.analyze import add_analysis_options
+
+    add_analysis_options(p)
+
+
+def run(args) -> int:
+    from mutransfer.analysis import make_plots
+    from mutransfer.commands.analyze import analysis_from_args
+
+    a = analysis_from_args(args)
+    for path in make_plots(args.results_dir, analysis=a, out_dir=args.out):
+        print(path)
+    return 0

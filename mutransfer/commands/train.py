@@ -1,0 +1,72 @@
+"""`mutransfer train CONFIG.yaml [--set key=value ...]`: one trial with a progress display."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+HELP = "run one trial from a config file"
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("config", help="trial config (YAML): width, model, param, train, data")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field by dotted path, e.g. train.lr=0.003 (repeatable)")
+    p.add_argument("--out", default=None, help="write the result as JSON to this file")
+
+
+def load_trial_config(path: str, sets: list[str]):
+    from mutransfer.config import TrialConfig
+    from mutransfer.configbase import parse_set, read_yaml, set_dotted, validate
+
+    data = read_yaml(path)
+    for key, value in parse_set(sets):
+        set_dotted(data, key, value)
+    return validate(TrialConfig, data, source=path)
+
+
+class Progress:
+    """One refreshing status line on a terminal, a line per eval otherwise."""
+
+    def __init__(self, total: int, stream=None) -> None:
+        self.stream = stream or sys.stderr  # looked up now: tests may swap sys.stderr
+        self.total, self.t0 = total, time.perf_counter()
+        self.tty = self.stream.isatty()
+
+    def __call__(self, point: dict) -> None:
+        step = point["step"]
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / step * (self.total - step) if step else float("nan")
+        line = (f"step {step:>6}/{self.total}  train {point['train_loss']:.4f}  "
+                f"eval {point['eval_loss']:.4f}  lr {point['lr']:.3g}  "
+                f"{point['tokens_per_s']:,.0f} tok/s  {elapsed:5.0f}s  ETA {eta:4.0f}s")
+        bar = "#" * int(30 * step / self.total)
+        if self.tty:
+            print(f"\r[{bar:<30}] {line}", end="", file=self.stream, flush=True)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=self.stream)
+
+
+def run(args) -> int:
+    cfg = load_trial_config(args.config, args.sets)
+    from mutransfer.train import run_trial
+
+    progress = Progress(cfg.train.total_steps)
+    result = run_trial(cfg, report=progress)
+    progress.close()
+    if result.diverged:
+        print(f"diverged at step {result.diverge_step} (last finite loss "
+              f"{result.last_finite_loss:.4f}, initial {result.initial_loss:.4f})")
+    print(f"status {result.status}: eval loss {result.initial_loss:.4f} -> "
+          f"{result.final_eval_loss:.4f} (best {result.best_eval_loss:.4f}), "
+          f"{result.steps_done} steps, {result.tokens:,} tokens, {result.wall_time_s:.1f} s, "
+          f"{result.tokens_per_s:,.0f} tok/s")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
+    return 0

@@ -1,0 +1,107 @@
+"""Coordinate check, measuring part: RMS of every traced activation and of its change.
+
+As the mup library's `get_coord_data`: for each width, train a few steps and record, per
+quantity, the RMS per coordinate of h_t and of h_t - h_0 on a fixed probe batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
+from mutransfer.models.build import build_model
+from mutransfer.models.trace import tracing
+from mutransfer.optim import make_optimizer
+
+
+@dataclass
+class CoordSettings:
+    widths: list[int]
+    params: list[str]
+    optimizer: str = "adam"
+    lr: float = 1e-2
+    steps: int = 4
+    seeds: list[int] | None = None
+    base_width: int | None = None
+    n_layer: int = 2
+    d_state: int = 16
+    batch_size: int = 8
+    seq_len: int = 64
+    overrides: dict | None = None  # parameterization -> role -> entry -> value
+
+    def seed_list(self) -> list[int]:
+        return self.seeds if self.seeds else [0, 1, 2]
+
+
+def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialConfig:
+    overrides = (s.overrides or {}).get(param, {})
+    return TrialConfig(
+        width=width,
+        model=ModelConfig(n_layer=s.n_layer, d_state=s.d_state,
+                          base_width=s.base_width or min(s.widths)),
+        param={"name": param, "overrides": overrides},
+        train=TrainConfig(optimizer=s.optimizer, lr=s.lr, betas=(0.9, 0.95), seed=seed,
+                          grad_clip=None, batch_size=s.batch_size, seq_len=s.seq_len),
+    )
+
+
+def _rms(t: torch.Tensor) -> float:
+    return t.pow(2).mean().sqrt().item()
+
+
+def _split_name(name: str) -> tuple[int, str]:
+    """'layer1.conv' -> (1, 'conv'); 'logits' -> (-1, 'logits')."""
+    if name.startswith("layer"):
+        head, q = name.split(".", 1)
+        return int(head[5:]), q
+    return -1, name
+
+
+def measure_one(cfg: TrialConfig, spec, train_batches, probe) -> list[dict]:
+    """Train `len(train_batches)` steps; rows of (step, layer, quantity, rms, drms)."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg, spec)
+    opt = make_optimizer(model, cfg)
+    rows, h0 = [], None
+    for step in range(len(train_batches) + 1):
+        model.eval()
+        with torch.no_grad(), tracing() as acts:
+            model(probe)
+        if h0 is None:
+            h0 = dict(acts)
+        for name, h in acts.items():
+            layer, quantity = _split_name(name)
+            rows.append({"step": step, "layer": layer, "quantity": quantity, "rms": _rms(h),
+                         "drms": _rms(h - h0[name])})
+        if step == len(train_batches):
+            break
+        model.train()
+        inputs, targets = train_batches[step]
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return rows
+
+
+def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
+    """All (parameterization, width, seed) runs as one long table (docs/results-format.md)."""
+    spec = source.spec
+    rows = []
+    jobs = [(p, w, seed) for p in s.params for w in s.widths for seed in s.seed_list()]
+    for i, (param, width, seed) in enumerate(jobs):
+        it = source.batches("train", s.batch_size, s.seq_len, seed=seed)
+        batches = [next(it) for _ in range(s.steps)]
+        probe, _ = next(source.batches("eval", s.batch_size, s.seq_len, seed=1234))
+        cfg = trial_config(s, param, width, seed)
+        for r in measure_one(cfg, spec, batches, probe):
+            rows.append({"parameterization": param, "optimizer": s.optimizer, "width": width,
+                         "seed": seed, **r})
+        if progress:
+            progress(i + 1, len(jobs), f"{param} width {width} seed {seed}")
+    return pd.DataFrame(rows)

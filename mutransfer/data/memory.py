@@ -1,0 +1,59 @@
+"""A corpus held in memory (one token buffer per split), sampled as random windows.
+
+Batch i of a split is drawn from its own generator seeded by (seed, split, i), so `start`
+costs nothing and batches do not depend on how many were drawn before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from mutransfer.data.base import Batch, DataSpec, Split, check_batch_args, rng_for
+from mutransfer.errors import UserError
+
+
+def lm_batch(block: np.ndarray) -> Batch:
+    """(B, L+1) token ids -> inputs and next-token targets, int64, contiguous."""
+    t = torch.from_numpy(block.astype(np.int64))
+    return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+
+class MemorySource:
+    def __init__(self, name: str, train: np.ndarray, eval_: np.ndarray, vocab_size: int,
+                 description: str):
+        self.name = name
+        self.buffers = {"train": train, "eval": eval_}
+        self.spec = DataSpec(kind="tokens", vocab_size=vocab_size, input_dim=None,
+                             output_dim=vocab_size, loss="ce")
+        self.description = description
+
+    def batches(self, split: Split, batch_size: int, seq_len: int, seed: int,
+                start: int = 0) -> Iterator[Batch]:
+        check_batch_args(split, batch_size, seq_len, start)
+        buf = self.buffers[split]
+        if len(buf) < seq_len + 1:
+            raise UserError(f"{self.name}: the {split} split has {len(buf)} tokens, fewer than "
+                            f"seq_len + 1 = {seq_len + 1}")
+        return self._windows(buf, split, batch_size, seq_len, seed, start)
+
+    @staticmethod
+    def _windows(buf: np.ndarray, split: Split, batch_size: int, seq_len: int, seed: int,
+                 start: int) -> Iterator[Batch]:
+        offsets = np.arange(seq_len + 1)
+        n_starts = len(buf) - seq_len  # every window of seq_len + 1 tokens
+        index = start
+        while True:
+            starts = rng_for(seed, split, index).integers(0, n_starts, size=batch_size)
+            yield lm_batch(buf[starts[:, None] + offsets])
+            index += 1
+
+
+def human(n: int) -> str:
+    """12345678 -> '12.3M': sizes for one-line descriptions."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)

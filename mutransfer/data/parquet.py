@@ -1,0 +1,226 @@
+"""Local Parquet shards with a text column (the FineWeb layout), streamed, never loaded whole.
+
+Split by document: row r of shard k is eval when a stable hash of (k's path relative to the
+glob root, r) falls below eval_fraction (mutransfer/data/splits.py), so the split is disjoint,
+the same on every machine, and independent of how the shards are grouped into row groups.
+
+Stream of a split: each epoch visits every row group in an order drawn from (seed, split,
+epoch) and emits the split's documents of that row group in file order, each followed by the
+end-of-text token; epochs repeat forever. It is read 4096 rows at a time, so memory holds one
+slice of one row group plus one shuffle chunk (mutransfer/data/packing.py).
+
+Resuming at batch `start` needs the token count of the row groups before it: with the byte
+tokenizer that is a sum of UTF-8 lengths computed by Arrow (no tokenizing); with tiktoken the
+skipped row groups are tokenized but not packed. Counts are cached per process, and once a
+whole epoch has been counted, skipped epochs cost nothing. Encoded row groups are kept in memory
+up to TOKEN_CACHE_BYTES (64 MiB) per process, so a small corpus is read from disk once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mutransfer.data.base import Batch, DataSpec, Split, check_batch_args, rng_for
+from mutransfer.data.config import DataConfig
+from mutransfer.data.files import FileSet, resolve_files
+from mutransfer.data.memory import human
+from mutransfer.data.packing import packed_batches
+from mutransfer.data.splits import rows_in_eval
+from mutransfer.data.tokenizers import Tokenizer, make_tokenizer, token_dtype
+from mutransfer.errors import UserError
+
+READ_ROWS = 4096
+_EPOCH_TAG = 1  # keeps the epoch-order generators apart from the chunk-shuffle ones
+_COUNTS: dict[tuple, int] = {}  # token counts of (row group, split, tokenizer, ...) per process
+# Tokens of row groups already encoded, up to a budget, shared by the trials of a process: a
+# small corpus is read from disk once, and trials that start alike share their first reads.
+_TOKENS: dict[tuple, np.ndarray] = {}
+TOKEN_CACHE_BYTES = 1 << 26
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One row group of one shard: the unit of reading, ordering and counting."""
+
+    path: Path
+    key: str  # the shard's path relative to the root: names its rows in the split hash
+    row_group: int
+    first_row: int  # index in the shard of the row group's first row
+    n_rows: int
+    stamp: tuple[int, int]  # file size and mtime: a rewritten shard is counted again
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _open(path: Path, name: str, text_column: str) -> pq.ParquetFile:
+    if path.stat().st_size == 0:
+        raise UserError(f"{name}: {path}: empty file (0 bytes), not a Parquet file")
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for bad files
+        raise UserError(f"{name}: {path}: not a readable Parquet file ({_first_line(exc)})"
+                        ) from None
+    schema = pf.schema_arrow
+    if text_column not in schema.names:
+        raise UserError(f"{name}: {path}: no {text_column!r} column (columns: "
+                        f"{', '.join(schema.names) or 'none'}); set data.text_column")
+    typ = schema.field(text_column).type
+    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)
+            or pa.types.is_string_view(typ)):
+        raise UserError(f"{name}: {path}: column {text_column!r} holds {typ}, not strings")
+    return pf
+
+
+def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
+    """Row groups of every shard, checking each file's schema; UserError when none has rows."""
+    units = []
+    for path, key in zip(fileset.files, fileset.keys()):
+        meta = _open(path, name, text_column).metadata
+        stat = path.stat()
+        first = 0
+        for rg in range(meta.num_row_groups):
+            n = meta.row_group(rg).num_rows
+            if n:
+                units.append(Unit(path, key, rg, first, n, (stat.st_size, stat.st_mtime_ns)))
+            first += n
+    if not units:
+        what = "file has" if len(fileset.files) == 1 else f"{len(fileset.files)} files have"
+        raise UserError(f"{name}: {fileset.root if len(fileset.files) > 1 else fileset.files[0]}"
+                        f": the {what} no rows (empty Parquet)")
+    return units
+
+
+class ParquetSource:
+    def __init__(self, name: str, units: list[Unit], tok: Tokenizer, cfg: DataConfig,
+                 description: str):
+        self.name = name
+        self.units = units
+        self.tok = tok
+        self.text_column = cfg.text_column
+        self.eval_fraction = cfg.eval_fraction
+        self.split_seed = cfg.split_seed
+        self.spec = DataSpec(kind="tokens", vocab_size=tok.vocab_size, input_dim=None,
+                             output_dim=tok.vocab_size, loss="ce")
+        self.description = description
+        self._epoch_tokens: dict[str, int] = {}
+        self._check_both_splits()
+
+    def batches(self, split: Split, batch_size: int, seq_len: int, seed: int,
+                start: int = 0) -> Iterator[Batch]:
+        check_batch_args(split, batch_size, seq_len, start)
+        read_from = functools.partial(self._stream, split, seed)
+        return packed_batches(read_from, split, batch_size, seq_len, seed, start)
+
+    # -- the split -----------------------------------------------------------------------
+    def _mask(self, unit: Unit, split: Split, offset: int, n: int) -> np.ndarray:
+        is_eval = rows_in_eval(unit.key, self.split_seed, unit.first_row + offset, n,
+                               self.eval_fraction)
+        return is_eval if split == "eval" else ~is_eval
+
+    def _check_both_splits(self) -> None:
+        """Fail at load, not mid-training, when a split would get no document."""
+        total = sum(u.n_rows for u in self.units)
+        for split in ("train", "eval"):
+            if not any(self._mask(u, split, 0, u.n_rows).any() for u in self.units):
+                raise UserError(f"{self.name}: no document falls in the {split} split ({total} "
+                                f"rows, eval_fraction {self.eval_fraction}); use more rows")
+
+    # -- reading -------------------------------------------------------------------------
+    def _texts(self, unit: Unit, split: Split) -> Iterator[pa.Array]:
+        """The split's non-null texts of a row group, READ_ROWS rows at a time."""
+        pf = pq.ParquetFile(unit.path)
+        offset = 0
+        for rb in pf.iter_batches(batch_size=READ_ROWS, row_groups=[unit.row_group],
+                                  columns=[self.text_column]):
+            col = rb.column(0)
+            mask = self._mask(unit, split, offset, len(col))
+            offset += len(col)
+            texts = pc.drop_null(col.filter(pa.array(mask)))
+            if len(texts):
+                yield texts
+
+    def _count_key(self, unit: Unit, split: Split) -> tuple:
+        return (str(unit.path), unit.stamp, unit.row_group, self.text_column, self.tok.name,
+                self.split_seed, self.eval_fraction, split)
+
+    def _count(self, unit: Unit, split: Split) -> int:
+        key = self._count_key(unit, split)
+        if key not in _COUNTS:
+            _COUNTS[key] = sum(self.tok.count_docs(t) for t in self._texts(unit, split))
+        return _COUNTS[key]
+
+    def _encode(self, unit: Unit, split: Split) -> Iterator[np.ndarray]:
+        key = self._count_key(unit, split)
+        if key in _TOKENS:
+            yield _TOKENS[key]
+            return
+        dtype = token_dtype(self.tok.vocab_size)
+        parts = []
+        for texts in self._texts(unit, split):
+            parts.append(self.tok.encode_docs(texts.to_pylist()).astype(dtype, copy=False))
+            yield parts[-1]
+        _COUNTS[key] = sum(len(p) for p in parts)
+        size = sum(p.nbytes for p in parts)
+        if sum(t.nbytes for t in _TOKENS.values()) + size <= TOKEN_CACHE_BYTES:
+            _TOKENS[key] = np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def _order(self, split: Split, seed: int, epoch: int) -> list[Unit]:
+        perm = rng_for(seed, split, epoch, _EPOCH_TAG).permutation(len(self.units))
+        return [self.units[i] for i in perm]
+
+    def _stream(self, split: Split, seed: int, pos: int) -> Iterator[np.ndarray]:
+        """The split's tokens from token `pos` of the infinite stream on."""
+        epoch = 0
+        if self._epoch_tokens.get(split):
+            epoch, pos = divmod(pos, self._epoch_tokens[split])
+        while True:
+            seen = 0  # tokens of this epoch, skipped or yielded
+            for unit in self._order(split, seed, epoch):
+                if pos > 0:
+                    n = self._count(unit, split)
+                    if pos >= n:
+                        pos, seen = pos - n, seen + n
+                        continue
+                for tokens in self._encode(unit, split):
+                    seen += len(tokens)
+                    if pos >= len(tokens):
+                        pos -= len(tokens)
+                        continue
+                    yield tokens[pos:]
+                    pos = 0
+            epoch += 1
+            if seen == 0:
+                raise UserError(f"{self.name}: the {split} split has no text")
+            if pos > 0:  # the whole epoch was skipped, so `seen` is its size: jump epochs
+                self._epoch_tokens[split] = seen
+                epoch, pos = epoch + pos // seen, pos % seen
+
+
+def describe_units(units: list[Unit], n_files: int, tok: Tokenizer, cfg: DataConfig) -> str:
+    rows = sum(u.n_rows for u in units)
+    size = sum({u.path: u.stamp[0] for u in units}.values())
+    return (f"{n_files} Parquet files, {human(rows)} documents in {len(units)} row groups, "
+            f"{human(size)}B on disk, {cfg.eval_fraction:.0%} of documents held out, "
+            f"tokenizer {tok.name} (vocab {tok.vocab_size})")
+
+
+def parquet_source(name: str, fileset: FileSet, cfg: DataConfig, prefix: str = "") -> ParquetSource:
+    tok = make_tokenizer(cfg.tokenizer)
+    units = shard_units(fileset, name, cfg.text_column)
+    desc = f"{name}: {prefix}{describe_units(units, len(fileset.files), tok, cfg)}"
+    return ParquetSource(name, units, tok, cfg, desc)
+
+
+def load_parquet(cfg: DataConfig) -> ParquetSource:
+    return parquet_source("parquet", resolve_files(cfg.path or "", "parquet", ".parquet"), cfg)

@@ -1,0 +1,50 @@
+"""Build a model from a trial config and a data spec, with its parameterization applied."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from mutransfer.models.data_init import apply_init_schemes
+from mutransfer.models.lm import SequenceModel
+from mutransfer.models.mamba import MambaMixer
+from mutransfer.param.apply import apply_parameterization
+
+
+def make_mixer_factory(cfg, width: int):
+    """A function layer_idx -> mixer module for `cfg.model.arch`."""
+    mc = cfg.model
+    backend = None if mc.scan_backend == "auto" else mc.scan_backend
+    d_state = mc.d_state
+    if mc.arch == "mamba":
+        def make(i: int) -> nn.Module:
+            return MambaMixer(width, mc.base_width, d_state=d_state, d_conv=mc.d_conv,
+                              expand=mc.expand, n_layer=mc.n_layer, dt_min=mc.dt_min,
+                              dt_max=mc.dt_max, dt_init_floor=mc.dt_init_floor,
+                              scan_backend=backend, layer_idx=i)
+        return make
+    if mc.arch == "s4d":
+        from mutransfer.models.s4d import S4DMixer
+
+        def make(i: int) -> nn.Module:
+            return S4DMixer.from_config(width, mc, layer_idx=i)
+        return make
+    raise ValueError(f"unknown arch {mc.arch!r}")
+
+
+def build_model(cfg, spec, sample=None) -> SequenceModel:
+    """The model of `cfg` (a TrialConfig) for data described by `spec` (a DataSpec).
+
+    `sample`: a batch `(inputs, targets)` (or the inputs alone) from the training data, needed
+    by the data-dependent init schemes (model.dt_init autocorr, model.imag_init memory; see
+    mutransfer/models/data_init.py); ignored by the others.
+    """
+    tokens = spec.kind == "tokens"
+    model = SequenceModel(
+        cfg.width, cfg.model.base_width, cfg.model.n_layer, make_mixer_factory(cfg, cfg.width),
+        vocab_size=spec.vocab_size if tokens else None,
+        input_dim=None if tokens else spec.input_dim,
+        output_dim=spec.output_dim, tie_embeddings=cfg.model.tie_embeddings,
+    )
+    apply_parameterization(model, cfg)
+    apply_init_schemes(model, cfg, sample)
+    return model

@@ -1,0 +1,170 @@
+"""Apply the initialization schemes of `cfg.model` (Liu & Li, ICLR 2025) to a built model.
+
+Called by `build_model` after the parameterization; a no-op with the default config. Per
+layer, from the bottom up (so that each layer sees the inputs that the layers below, already
+initialised, produce):
+
+- zero_real_fraction p: round(p · count) eigenvalues, drawn at random, get Re(A) = 0 exactly.
+  S4D: A_re = 0 on those (H, N/2) entries (trainable). Mamba: its `A_zero` mask on those
+  (d_inner, d_state) entries, so A = 0 there (Mamba's A = -exp(A_log) cannot reach 0, and
+  the masked entries stay at 0 during training).
+- dt_init autocorr: the layer's SSM input on `sample` is captured by a hook (S4D: the mixer's
+  input; Mamba: the scan input, i.e. what enters x_proj_dt), its channels pooled as sequences,
+  λ_max estimated (mutransfer/init/autocorr.py), and Δ* = κ/√(L·λ_max) spread log-uniformly
+  over the channels (S4D: Δ itself; Mamba: the Δ bias, softplus(bias) = Δ, floored at
+  dt_init_floor as the reference).
+- imag_init memory (S4D only): frequencies chosen once from the memory function
+  (mutransfer/init/memory.py), then Im(A) = θ/Δ per channel with the layer's final Δ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+
+from mutransfer.errors import UserError
+from mutransfer.init import autocorr, memory
+
+Sample = torch.Tensor | Sequence[torch.Tensor]
+
+
+class _Captured(Exception):
+    """Raised by the capture hook to stop the forward pass once the input is recorded."""
+
+
+def needs_sample(mc) -> bool:
+    """Whether the model config asks for a data sample at init."""
+    return mc.dt_init.scheme == "autocorr" or (
+        mc.imag_init.scheme == "memory" and mc.imag_init.memory == "ridge")
+
+
+def _split(sample: Sample | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    if sample is None or isinstance(sample, torch.Tensor):
+        return sample, None
+    inputs, targets = sample[0], sample[1] if len(sample) > 1 else None
+    return inputs, targets
+
+
+def _check(cfg, inputs, targets) -> None:
+    mc = cfg.model
+    if needs_sample(mc) and inputs is None:
+        raise UserError("model.dt_init autocorr / imag_init memory need a data sample at init: "
+                        "call build_model(cfg, spec, sample=(inputs, targets))")
+    if mc.imag_init.scheme == "memory" and mc.arch != "s4d":
+        raise UserError(f"model.imag_init: memory applies to complex A (arch s4d); "
+                        f"{mc.arch}'s A is real")
+    im = mc.imag_init
+    if im.scheme == "memory" and im.memory == "ridge" and targets is None:
+        raise UserError("model.imag_init: memory with ridge needs targets in the sample: pass "
+                        "sample=(inputs, targets)")
+    if im.scheme == "memory" and im.memory == "task" and not (
+            cfg.data.source == "synthetic" and cfg.data.task == "memory"):
+        raise UserError("model.imag_init.memory: task needs data source synthetic, task memory")
+
+
+def apply_init_schemes(model: nn.Module, cfg, sample: Sample | None = None) -> None:
+    """Zero real parts, Δ from the autocorrelation, imaginary parts from the memory function."""
+    inputs, targets = _split(sample)
+    _check(cfg, inputs, targets)
+    mc = cfg.model
+    mixers = [layer.mixer for layer in model.layers]
+    if mc.zero_real_fraction > 0:
+        for mixer in mixers:
+            zero_real_parts(mixer, mc.zero_real_fraction)
+    chosen = _chosen_frequencies(cfg, mixers[0], inputs, targets)
+    if mc.dt_init.scheme != "autocorr" and chosen is None:
+        return
+    for i, mixer in enumerate(mixers):
+        if mc.dt_init.scheme == "autocorr":
+            x = capture_ssm_input(model, i, inputs)
+            set_dt(mixer, autocorr_dt(x, mc.dt_init, channels=_channels(mixer)))
+        if chosen is not None:
+            with torch.no_grad():
+                mixer.A_im.copy_(memory.imag_parts(chosen, mixer.dt(), mixer.modes,
+                                                   mc.imag_init.min_separation))
+
+
+def _channels(mixer: nn.Module) -> int:
+    return mixer.channels if hasattr(mixer, "channels") else mixer.d_inner
+
+
+def zero_real_parts(mixer: nn.Module, fraction: float) -> torch.Tensor:
+    """Set Re(A) = 0 on a random `fraction` of the eigenvalues; returns the boolean mask."""
+    shape = mixer.A_re.shape if hasattr(mixer, "A_re") else mixer.A_zero.shape
+    count = shape[0] * shape[1]
+    mask = torch.zeros(count, dtype=torch.bool)
+    mask[torch.randperm(count)[: round(fraction * count)]] = True
+    mask = mask.reshape(shape)
+    with torch.no_grad():
+        if hasattr(mixer, "A_re"):
+            mixer.A_re[mask] = 0.0
+        else:
+            mixer.A_zero[mask] = 1.0
+    return mask
+
+
+def autocorr_dt(x: torch.Tensor, opts, channels: int) -> torch.Tensor:
+    """Per-channel Δ from sequences x (..., L): Δ* = κ/√(L·λ_max), spread log-uniformly."""
+    lam = autocorr.lambda_max(x, opts.estimator)
+    dt_star = autocorr.timescale(lam, x.shape[-1], opts.kappa)
+    return autocorr.spread_dt(dt_star, opts.spread, channels)
+
+
+def set_dt(mixer: nn.Module, dt: torch.Tensor) -> None:
+    if hasattr(mixer, "reset_dt"):
+        mixer.reset_dt(dt)  # S4D
+    else:
+        mixer.reset_dt_bias(dt)  # Mamba
+
+
+def _hook_target(mixer: nn.Module) -> nn.Module:
+    """The module whose input is the SSM's input sequence, (batch, L, channels)."""
+    return mixer.x_proj_dt if hasattr(mixer, "x_proj_dt") else mixer
+
+
+@torch.no_grad()
+def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> torch.Tensor:
+    """The SSM input of layer `layer` on `inputs`, as sequences (batch · channels, L)."""
+    store: list[torch.Tensor] = []
+
+    def hook(_module, args):
+        store.append(args[0].detach())
+        raise _Captured
+
+    target = _hook_target(model.layers[layer].mixer)
+    handle = target.register_forward_pre_hook(hook)
+    device = next(model.parameters()).device
+    try:
+        model(inputs.to(device))
+    except _Captured:
+        pass
+    finally:
+        handle.remove()
+    x = store[0].float()
+    return x.transpose(1, 2).reshape(-1, x.shape[1])
+
+
+def _chosen_frequencies(cfg, mixer, inputs, targets) -> torch.Tensor | None:
+    im = cfg.model.imag_init
+    if im.scheme != "memory":
+        return None
+    if im.memory == "task":
+        from mutransfer.data.synthetic import memory_kernel
+
+        length = inputs.shape[1] if inputs is not None else cfg.train.seq_len
+        rho = torch.from_numpy(memory_kernel(cfg.data, length))
+    else:
+        rho = ridge_rho(inputs, targets, im)
+    return memory.dominant_frequencies(rho, mixer.modes, im.min_separation)
+
+
+def ridge_rho(inputs: torch.Tensor, targets: torch.Tensor, im) -> torch.Tensor:
+    """The memory function of a scalar real task from a sample batch (B, L, 1) each."""
+    if (not inputs.is_floating_point() or inputs.dim() != 3 or inputs.shape[-1] != 1
+            or targets.dim() != 3 or targets.shape[-1] != 1):
+        raise UserError("model.imag_init: memory with ridge needs scalar real inputs and "
+                        "targets (e.g. the synthetic memory task)")
+    return memory.ridge_memory(inputs[..., 0], targets[..., 0], max_lag=im.max_lag,
+                               ridge=im.ridge)

@@ -1,0 +1,114 @@
+"""The Mamba-1 (S6) mixer, following state-spaces/mamba `mamba_simple.Mamba`.
+
+Differences from the reference, on purpose:
+- x_proj is three weights (x_proj_dt, x_proj_B, x_proj_C) so that a parameterization can
+  give W_Δ, W_B and W_C their own init and LR; `checkpoint.py` maps the fused layout.
+- Matrix layers know their base fan-in (see layers.py) so the init can be scaled with width.
+- `A_zero` is a mask of state entries whose A is exactly 0 (zero real parts, Liu & Li 2025):
+  A = -exp(A_log) cannot reach 0, so A = -exp(A_log) · (1 - mask); all zero by default.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mutransfer.models.layers import ScaledLinear
+from mutransfer.models.trace import active, record
+from mutransfer.ops import selective_scan
+
+
+def dt_rank_for(d_model: int) -> int:
+    return math.ceil(d_model / 16)
+
+
+def inverse_softplus(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.log(-torch.expm1(-x))
+
+
+class MambaMixer(nn.Module):
+    def __init__(self, d_model: int, base_d_model: int, *, d_state: int = 16, d_conv: int = 4,
+                 expand: int = 2, n_layer: int = 1, dt_min: float = 0.001, dt_max: float = 0.1,
+                 dt_init_floor: float = 1e-4, dt_scale: float = 1.0,
+                 scan_backend: str | None = None, layer_idx: int = 0) -> None:
+        super().__init__()
+        self.d_inner = expand * d_model
+        self.d_state = d_state
+        self.dt_rank = dt_rank_for(d_model)
+        self.scan_backend = scan_backend
+        self.layer_idx = layer_idx
+        base_inner = expand * base_d_model
+        self.in_proj = ScaledLinear(d_model, 2 * self.d_inner, role="hidden", base_in=base_d_model)
+        self.conv1d = nn.Conv1d(self.d_inner, self.d_inner, d_conv, groups=self.d_inner,
+                                padding=d_conv - 1, bias=True)
+        self.conv1d.param_roles = {"weight": "vector", "bias": "vector"}
+        self.x_proj_dt = ScaledLinear(self.d_inner, self.dt_rank, role="hidden", base_in=base_inner)
+        self.x_proj_B = ScaledLinear(self.d_inner, d_state, role="ssm_B", base_in=base_inner)
+        self.x_proj_C = ScaledLinear(self.d_inner, d_state, role="ssm_C", base_in=base_inner)
+        # dt_proj.weight ~ U(±dt_scale/√dt_rank): the Linear default with gain dt_scale
+        self.dt_proj = ScaledLinear(self.dt_rank, self.d_inner, role="hidden",
+                                    base_in=dt_rank_for(base_d_model), bias=True, gain=dt_scale)
+        # out_proj rescaled by 1/√n_layer (the reference's rescale_prenorm_residual)
+        self.out_proj = ScaledLinear(self.d_inner, d_model, role="hidden", base_in=base_inner,
+                                     gain=1.0 / math.sqrt(n_layer))
+        A = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(self.d_inner, 1)
+        self.A_log = nn.Parameter(torch.log(A))  # S4D-real
+        self.D = nn.Parameter(torch.ones(self.d_inner))
+        self.register_buffer("A_zero", torch.zeros(self.d_inner, d_state), persistent=False)
+        self.param_roles = {"A_log": "vector", "D": "vector"}
+        self.dt_min, self.dt_max, self.dt_init_floor = dt_min, dt_max, dt_init_floor
+        self.reset_dt_bias()
+
+    def reset_dt_bias(self, dt: torch.Tensor | None = None) -> None:
+        """Δ bias so that softplus(bias) ~ logU[dt_min, dt_max] (or the given Δ values)."""
+        if dt is None:
+            u = torch.rand(self.d_inner)
+            dt = torch.exp(u * (math.log(self.dt_max) - math.log(self.dt_min))
+                           + math.log(self.dt_min))
+        dt = dt.clamp(min=self.dt_init_floor)
+        with torch.no_grad():
+            self.dt_proj.bias.copy_(inverse_softplus(dt))
+
+    def A(self) -> torch.Tensor:
+        """A = -exp(A_log), with channels in `A_zero` (mask) set to exactly 0."""
+        A = -torch.exp(self.A_log.float())
+        return A * (1.0 - self.A_zero)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """h: (batch, L, d_model) -> (batch, L, d_model)."""
+        L = h.shape[1]
+        p = f"layer{self.layer_idx}."
+        xz = self.in_proj(h)
+        record(p + "in_proj", xz)
+        x, z = xz.transpose(1, 2).chunk(2, dim=1)  # (b, d_inner, L) each
+        x = F.silu(self.conv1d(x)[..., :L])
+        record(p + "conv", x)
+        xt = x.transpose(1, 2)
+        dt = self.x_proj_dt(xt) @ self.dt_proj.weight.t()  # bias added inside the scan
+        Bm = self.x_proj_B(xt).transpose(1, 2).contiguous()
+        Cm = self.x_proj_C(xt).transpose(1, 2).contiguous()
+        dt = dt.transpose(1, 2).contiguous()
+        if active():
+            y = self._traced_scan(x, dt, Bm, Cm, z, p)
+        else:
+            y = selective_scan(x, dt, self.A(), Bm, Cm, D=self.D.float(), z=z,
+                               delta_bias=self.dt_proj.bias.float(), delta_softplus=True,
+                               backend=self.scan_backend)
+        return self.out_proj(y.transpose(1, 2))
+
+    def _traced_scan(self, x, dt, Bm, Cm, z, p: str) -> torch.Tensor:
+        """The same scan with every intermediate recorded (gate applied here, not fused)."""
+        delta = F.softplus(dt + self.dt_proj.bias[:, None])
+        record(p + "delta", delta)
+        record(p + "B", Bm)
+        record(p + "C", Cm)
+        y, states = selective_scan(x, delta, self.A(), Bm, Cm, D=None, return_states=True,
+                                   backend=self.scan_backend)
+        record(p + "ssm_state", states)
+        record(p + "ssm_state_out", y)  # the state's contribution C·x, i.e. y - D·u
+        y = y + x * self.D[:, None]
+        record(p + "ssm_out", y)
+        return y * F.silu(z)

@@ -1,0 +1,42 @@
+"""Optimizers over parameterization-scaled param groups, and LR schedules."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mutransfer.param.apply import param_groups
+
+
+def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
+    """Adam, AdamW or SGD (with momentum) over the groups of `param_groups(model, cfg)`."""
+    t = cfg.train
+    groups = param_groups(model, cfg)
+    if t.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)
+    if t.optimizer == "adam":
+        # Adam's weight decay is L2 in the gradient; kept for completeness, default 0
+        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=t.eps)
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps)
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str, min_ratio: float) -> float:
+    """Multiplier on the base LR at `step` (0-based): linear warmup, then the schedule."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant" or total <= warmup:
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if schedule == "cosine":
+        decay = 0.5 * (1 + math.cos(math.pi * progress))
+    else:  # linear
+        decay = 1.0 - progress
+    return min_ratio + (1 - min_ratio) * decay
+
+
+def set_lr(opt: torch.optim.Optimizer, base_lr: float, factor: float) -> float:
+    """Set every group's LR to base_lr · factor · its lr_scale; returns base_lr · factor."""
+    for g in opt.param_groups:
+        g["lr"] = base_lr * factor * g.get("lr_scale", 1.0)
+    return base_lr * factor

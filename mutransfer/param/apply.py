@@ -1,0 +1,79 @@
+"""From (parameterization, base shape, width): roles, init, forward multipliers, param groups."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from mutransfer.errors import UserError
+from mutransfer.param.config import ROLES
+from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
+
+
+def assign_roles(model: nn.Module) -> dict[str, str]:
+    """Full parameter name -> role; every parameter must have exactly one.
+
+    Each module declares the roles of its own (direct) parameters in `param_roles`.
+    """
+    roles: dict[str, str] = {}
+    for mod_name, module in model.named_modules():
+        declared = getattr(module, "param_roles", {})
+        for p_name, _ in module.named_parameters(recurse=False):
+            full = f"{mod_name}.{p_name}" if mod_name else p_name
+            role = declared.get(p_name)
+            if role is None:
+                raise ValueError(f"parameter {full!r} has no role (add it to "
+                                 f"{type(module).__name__}.param_roles)")
+            if role not in ROLES:
+                raise ValueError(f"parameter {full!r} has unknown role {role!r}")
+            roles[full] = role
+    return roles
+
+
+def multipliers(cfg) -> tuple[float, float]:
+    """(m, n): width multiplier and d_state multiplier."""
+    base_n = cfg.model.base_d_state or cfg.model.d_state
+    return cfg.width / cfg.model.base_width, cfg.model.d_state / base_n
+
+
+def _check_vector_rule(rule: RoleRule) -> None:
+    if (rule.init_m, rule.init_n, rule.init_mult, rule.mult_m) != (0.0, 0.0, 1.0, 0.0):
+        raise UserError("param.overrides.vector: vector parameters keep their reference init "
+                        "and have no forward multiplier; only lr_* and wd can be overridden")
+
+
+def apply_parameterization(model: nn.Module, cfg) -> None:
+    """Initialise matrix weights and set forward multipliers for `cfg.param` at `cfg.width`."""
+    rules = rules_for(cfg.param)
+    _check_vector_rule(rules["vector"])
+    m, n = multipliers(cfg)
+    assign_roles(model)  # fails early, naming any parameter without a role
+    for module in model.modules():
+        if not hasattr(module, "init_scaled"):
+            continue
+        rule = rules[module.param_roles["weight"]]
+        module.init_scaled(rule.init_scale(m, n))
+        module.mult = rule.forward_mult(m)
+    model.readout_mult = rules["readout"].forward_mult(m)
+
+
+def param_groups(model: nn.Module, cfg) -> list[dict]:
+    """Optimizer param groups: one per (role, LR scale, weight decay), LRs already scaled.
+
+    Each group also holds `lr_scale` (its LR over the base LR) and `role`, so that LR
+    schedules can multiply the base schedule and reports can name the group.
+    """
+    rules = rules_for(cfg.param)
+    m, n = multipliers(cfg)
+    family = optimizer_family(cfg.train.optimizer)
+    base_lr, base_wd = cfg.train.lr, cfg.train.weight_decay
+    params = dict(model.named_parameters())
+    groups: dict[str, dict] = {}
+    for name, role in assign_roles(model).items():
+        rule = rules[role]
+        scale = rule.lr_scale(family, m, n)
+        wd = {"scaled": base_wd, "independent": base_wd / scale, "none": 0.0}[rule.wd]
+        group = groups.setdefault(role, {"params": [], "lr": base_lr * scale, "lr_scale": scale,
+                                         "weight_decay": wd, "role": role, "names": []})
+        group["params"].append(params[name])
+        group["names"].append(name)
+    return list(groups.values())

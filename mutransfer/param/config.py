@@ -1,0 +1,34 @@
+"""Config of a parameterization: its name and per-role overrides of the table."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from mutransfer.configbase import StrictModel
+
+Role = Literal["embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout"]
+ROLES: tuple[str, ...] = ("embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout")
+ParamName = Literal["sp", "mup", "spectral", "mup_ssm"]
+PARAMETERIZATIONS: tuple[str, ...] = ("sp", "mup", "spectral", "mup_ssm")
+
+
+class RoleOverride(StrictModel):
+    """Any entry of a role's rule; unset entries keep the table's value (see param/tables.py)."""
+
+    init_m: float | None = None
+    init_n: float | None = None
+    init_mult: float | None = Field(None, gt=0)
+    lr_adam_m: float | None = None
+    lr_adam_n: float | None = None
+    lr_sgd_m: float | None = None
+    lr_sgd_n: float | None = None
+    lr_mult: float | None = Field(None, gt=0)
+    mult_m: float | None = None
+    wd: Literal["scaled", "independent", "none"] | None = None
+
+
+class ParamConfig(StrictModel):
+    name: ParamName = "sp"
+    overrides: dict[Role, RoleOverride] = {}

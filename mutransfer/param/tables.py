@@ -1,0 +1,119 @@
+"""Parameterization tables: one rule per role, as exponents of the width and state multipliers.
+
+m = width / base_width and n = d_state / base_d_state. For a parameter of a given role:
+
+    init std   = std_ref(base shape) · m^init_m · n^init_n · init_mult
+    LR         = lr · m^lr_{fam}_m · n^lr_{fam}_n · lr_mult          (fam: adam or sgd)
+    forward    = output · m^mult_m      (embedding output, readout logits)
+    weight decay: "scaled" (torch's decoupled wd, times the group's LR), "independent"
+                  (wd divided by the LR multiplier, so LR·wd stays as at base), or "none".
+
+std_ref is the reference implementation's init (state-spaces/mamba) evaluated at the base
+shape, so every parameterization equals the reference model at base width. "vector"
+parameters (norm gains, biases, conv1d, A_log, D, the Δ bias) keep their reference init at
+every width; only their LR scales.
+
+Where the entries come from: docs/parameterizations.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from mutransfer.param.config import ParamConfig
+
+Family = Literal["adam", "sgd"]
+
+
+@dataclass(frozen=True)
+class RoleRule:
+    init_m: float = 0.0
+    init_n: float = 0.0
+    init_mult: float = 1.0
+    lr_adam_m: float = 0.0
+    lr_adam_n: float = 0.0
+    lr_sgd_m: float = 0.0
+    lr_sgd_n: float = 0.0
+    lr_mult: float = 1.0
+    mult_m: float = 0.0
+    wd: str = "scaled"
+
+    def init_scale(self, m: float, n: float) -> float:
+        """Factor on the base-shape reference std."""
+        return m**self.init_m * n**self.init_n * self.init_mult
+
+    def lr_scale(self, family: Family, m: float, n: float) -> float:
+        if family == "adam":
+            return m**self.lr_adam_m * n**self.lr_adam_n * self.lr_mult
+        return m**self.lr_sgd_m * n**self.lr_sgd_n * self.lr_mult
+
+    def forward_mult(self, m: float) -> float:
+        return m**self.mult_m
+
+
+# SP: the reference init at every width (std ∝ 1/√fan_in for matrices), one LR for all.
+_SP = {
+    "embedding": RoleRule(),
+    "hidden": RoleRule(init_m=-0.5),
+    "vector": RoleRule(wd="none"),
+    "ssm_B": RoleRule(init_m=-0.5),
+    "ssm_C": RoleRule(init_m=-0.5),
+    "readout": RoleRule(init_m=-0.5),
+}
+
+# muP as the mup library applies it (Tensor Programs V, MuAdam/MuSGD, MuReadout): matrix-like
+# params (both dims scale) get Adam η/m, SGD η; vector-like params (one dim scales: embedding,
+# biases, gains, and W_B/W_C whose fan_out d_state is fixed) get Adam η, SGD η·m; the readout
+# keeps its base init and multiplies logits by 1/m.
+_MUP = {
+    "embedding": RoleRule(lr_sgd_m=1.0),
+    "hidden": RoleRule(init_m=-0.5, lr_adam_m=-1.0),
+    "vector": RoleRule(lr_sgd_m=1.0, wd="none"),
+    "ssm_B": RoleRule(init_m=-0.5, lr_sgd_m=1.0),
+    "ssm_C": RoleRule(init_m=-0.5, lr_sgd_m=1.0),
+    "readout": RoleRule(mult_m=-1.0, lr_sgd_m=1.0),
+}
+
+# Spectral scaling (Yang, Simon & Bernstein 2023): ‖W‖ and ‖ΔW‖ ∝ √(fan_out/fan_in).
+# Hidden: σ ∝ 1/√fan_in, Adam η/fan_in, SGD η·fan_out/fan_in (∝ 1 when both scale).
+# W_B, W_C (d_state × d_inner): σ = √d_state/d_inner, Adam and SGD η/m (DESIGN.md table).
+# Readout σ ∝ √fan_out/fan_in is realised, as for muP, by a 1/m multiplier on a base-init
+# readout, which also works when the readout is tied to the embedding.
+_SPECTRAL = {
+    "embedding": RoleRule(lr_sgd_m=1.0),
+    "hidden": RoleRule(init_m=-0.5, lr_adam_m=-1.0),
+    "vector": RoleRule(lr_sgd_m=1.0, wd="none"),
+    "ssm_B": RoleRule(init_m=-1.0, init_n=0.5, lr_adam_m=-1.0, lr_sgd_m=-1.0, lr_sgd_n=1.0),
+    "ssm_C": RoleRule(init_m=-1.0, init_n=0.5, lr_adam_m=-1.0, lr_sgd_m=-1.0, lr_sgd_n=1.0),
+    "readout": RoleRule(mult_m=-1.0, lr_sgd_m=1.0),
+}
+
+# muP-SSM (Vankadara et al., NeurIPS 2024): as muP except W_B and W_C.
+# From the paper (SGD): σ_B ∝ √(N/N_u), η_B ∝ √(N/N_u); σ_C ∝ 1/√(N·N_u), η_C ∝ 1/(N·√N_u).
+# Adam exponents are not in the paper: measured by the coordinate check (docs/parameterizations.md).
+ADAM_SSM_LR_M = -1.0
+_MUP_SSM = {
+    **_MUP,
+    "ssm_B": RoleRule(init_m=-0.5, init_n=0.5, lr_sgd_m=-0.5, lr_sgd_n=0.5,
+                      lr_adam_m=ADAM_SSM_LR_M),
+    "ssm_C": RoleRule(init_m=-0.5, init_n=-0.5, lr_sgd_m=-0.5, lr_sgd_n=-1.0,
+                      lr_adam_m=ADAM_SSM_LR_M),
+}
+
+TABLES: dict[str, dict[str, RoleRule]] = {
+    "sp": _SP, "mup": _MUP, "spectral": _SPECTRAL, "mup_ssm": _MUP_SSM,
+}
+
+
+def rules_for(cfg: ParamConfig) -> dict[str, RoleRule]:
+    """The table of `cfg.name` with `cfg.overrides` applied."""
+    table = dict(TABLES[cfg.name])
+    for role, override in cfg.overrides.items():
+        changes = override.model_dump(exclude_none=True)
+        table[role] = replace(table[role], **changes)
+    return table
+
+
+def optimizer_family(optimizer: str) -> Family:
+    return "sgd" if optimizer == "sgd" else "adam"

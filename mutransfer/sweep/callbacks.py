@@ -1,0 +1,91 @@
+"""Tune callbacks on the driver: feed the progress line, record trials that failed for good."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune import Callback
+
+from mutransfer.results.store import Store, versions
+from mutransfer.sweep.identity import canonical_json
+from mutransfer.sweep.progress import Progress
+from mutransfer.sweep.trainable import _flat, payload_for
+
+
+class TuneProgress(Callback):
+    def __init__(self, progress: Progress, store: Store, units: dict[str, dict[str, Any]],
+                 sweep: str):
+        self.progress = progress
+        self.store = store
+        self.units = units
+        self.sweep = sweep
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        self.progress.refresh()
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.progress.started(trial.trial_id)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        status = (trial.last_result or {}).get("status", "complete")
+        self.progress.finished(trial.trial_id, "diverged" if status == "diverged" else "complete")
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.progress.retrying(trial.trial_id)
+        self.progress.message(f"trial {_describe(trial, self.units)} failed (attempt "
+                              f"{trial.num_failures}), retrying: {error_reason(trial)}")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        reason = error_reason(trial)
+        self.progress.finished(trial.trial_id, "failed")
+        self.progress.message(f"trial {_describe(trial, self.units)} failed for good after "
+                              f"{trial.num_failures} attempt(s): {reason}")
+        try:
+            self.store.write_failure(self._failure_row(trial, reason))
+        except Exception as exc:  # the store may be what failed; the message above stands
+            self.progress.message(f"  (could not record the failure in {self.store.location}: "
+                                  f"{exc})")
+
+    def _failure_row(self, trial: Any, reason: str) -> dict[str, Any]:
+        payload = payload_for(trial.config, self.units)
+        return {"trial_id": payload["trial_id"], "sweep": self.sweep,
+                **{k: _flat(v) for k, v in payload["columns"].items()},
+                "diverged": False, "diverge_step": None, "search": payload["search"],
+                "host": None, "versions": versions(), "config": canonical_json(payload["config"]),
+                "attempt": "", "evals": 0, "error": reason}
+
+
+def _describe(trial: Any, units: dict[str, dict[str, Any]]) -> str:
+    try:
+        payload = payload_for(trial.config, units)
+    except Exception:
+        return str(trial.trial_id)
+    cols = payload["columns"]
+    shown = ", ".join(f"{k}={_short(v)}" for k, v in cols.items() if k != "optimizer")
+    return f"{payload['trial_id']} ({shown})"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def error_reason(trial: Any) -> str:
+    """One line: the exception the trial raised (not Ray's wrapping and traceback)."""
+    err = None
+    try:
+        err = trial.get_pickled_error() or trial.get_error()
+    except Exception:
+        pass
+    if err is None:
+        return "unknown error"
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException):
+        text = f"{type(cause).__name__}: {cause}"
+        return _first_line(text)
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return _first_line(lines[-1] if lines else type(err).__name__)
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= limit else line[: limit - 3] + "..."

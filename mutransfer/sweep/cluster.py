@@ -1,0 +1,132 @@
+"""Connecting to Ray: a local instance for the run, or an existing cluster by address.
+
+Ray stays quiet: the sweep prints its own progress line, so Ray's banners, trial tables and
+worker output are switched off (worker output remains in Ray's session logs).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from mutransfer.errors import UserError
+from mutransfer.results.fs import is_uri
+
+# Set before Ray is imported: no Tune trial tables or CSV/JSON/TensorBoard trial logs (the
+# store is the record), trainables keep the driver's working directory (relative data paths
+# keep working), no usage-stats banner.
+QUIET_ENV = {
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "RAY_CHDIR_TO_TRIAL_DIR": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1000000",
+}
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def quiet_ray_env() -> None:
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative data paths depend on it
+
+
+@dataclass
+class Capacity:
+    """The largest CPU and GPU amounts any one alive node offers, and how many nodes."""
+
+    cpus: float
+    gpus: float
+    nodes: int
+
+
+def is_remote_address(address: str | None) -> bool:
+    """An address that may put workers on other machines (anything but a local Ray)."""
+    if address is None or address == "local":
+        return False
+    host = _host_port(address)[0]
+    return host not in LOCAL_HOSTS
+
+
+def check_storage_reachable(storage: str, address: str | None) -> None:
+    """A relative local path means a different folder on every node: refuse it for clusters."""
+    if is_remote_address(address) and not is_uri(storage) and not os.path.isabs(
+            os.path.expanduser(storage)):
+        raise UserError(f"storage {storage!r} is a relative local path; on a cluster storage must "
+                        f"be a path every node can reach (an absolute shared path or a URI such "
+                        f"as s3://bucket/results)")
+
+
+def _host_port(address: str) -> tuple[str, int | None]:
+    text = re.sub(r"^[a-z]+://", "", address).rstrip("/")
+    host, _, port = text.rpartition(":")
+    if not host:
+        return text, None
+    return host.strip("[]"), int(port) if port.isdigit() else None
+
+
+def probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast with one line when nothing listens at host:port (Ray would retry for long)."""
+    if address == "auto":
+        return
+    if address.startswith(("http://", "https://")):
+        raise UserError(f"--address {address}: that is a dashboard (Jobs API) address; use "
+                        f"`mutransfer submit` with it, or give the cluster's GCS address "
+                        f"(HOST:6379) to run the driver here")
+    host, port = _host_port(address)
+    if port is None:
+        raise UserError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UserError(f"--address {address}: cannot reach a Ray cluster there "
+                        f"({exc.strerror or exc})") from None
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None,
+                num_gpus: int | None = None) -> Iterator[Capacity]:
+    """Ray for the duration of a run: the one already initialised in this process (left
+    running), a new local instance (address None), or an existing cluster (`address`)."""
+    quiet_ray_env()
+    import ray
+
+    owned = not ray.is_initialized()
+    if owned:
+        _init(ray, address, num_cpus, num_gpus)
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # failures: printed by the sweep
+    try:
+        yield capacity(ray)
+    finally:
+        if owned:
+            ray.shutdown()
+
+
+def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) -> None:
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address is None or address == "local":
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
+                 include_dashboard=False, **quiet)
+        return
+    probe(address)
+    if num_cpus is not None or num_gpus is not None:
+        raise UserError("--num-cpus/--num-gpus set the resources of a local Ray; a cluster "
+                        "has its own")
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"--address {address}: cannot connect to Ray ({reason})") from None
+
+
+def capacity(ray) -> Capacity:
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    cpus = max((n["Resources"].get("CPU", 0.0) for n in nodes), default=0.0)
+    gpus = max((n["Resources"].get("GPU", 0.0) for n in nodes), default=0.0)
+    return Capacity(cpus, gpus, len(nodes))

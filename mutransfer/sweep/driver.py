@@ -1,0 +1,129 @@
+"""`mutransfer sweep`: validate, compare with the store, run what is missing, summarise.
+
+Order matters: everything that can be wrong with the input (the file, every cell, the data,
+the storage address) is checked before any folder is created or Ray is started, so a bad
+sweep writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from mutransfer.errors import UserError
+from mutransfer.results.store import Store, StoreState
+from mutransfer.sweep.cluster import check_storage_reachable, probe
+from mutransfer.sweep.grid import Plan, load_plan
+from mutransfer.sweep.listing import cell_listing, group_listing
+from mutransfer.sweep.progress import fmt_duration
+from mutransfer.sweep.runner import RunOptions, execute, plan_work
+from mutransfer.sweep.summary import print_summary
+
+
+@dataclass
+class SweepArgs:
+    path: str
+    address: str | None = None
+    storage: str | None = None
+    dry_run: bool = False
+    analysis: bool = True
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+
+
+def prepare(path: str, storage: str | None = None, address: str | None = None,
+            check_data: bool = True) -> Plan:
+    """The validated plan of a sweep file, with its data and storage checked."""
+    plan = load_plan(path)
+    if storage is not None:
+        plan.spec.storage = storage
+    check_storage_reachable(plan.spec.storage_location, address)
+    if address is not None and address != "local":
+        probe(address)  # an unreachable cluster is an input error: found before writing
+    if check_data:
+        check_data_present(plan)
+    return plan
+
+
+def check_data_present(plan: Plan) -> None:
+    """Open each distinct data source once on the driver: a missing dataset is reported
+    before Ray starts (the data layer's error says where the files should be)."""
+    from mutransfer.config import TrialConfig
+    from mutransfer.data import load_data
+
+    for data in plan.data_configs():
+        try:
+            load_data(TrialConfig.model_validate({"data": data}).data)
+        except UserError as exc:
+            raise UserError(f"{plan.source}: data: {exc}") from None
+
+
+def run_sweep(args: SweepArgs) -> int:
+    """0: every cell complete; 1: some trials failed for good (re-run to retry them)."""
+    out = args.out
+    plan = prepare(args.path, args.storage, args.address)
+    store = Store(plan.spec.storage_location)
+    if args.dry_run:
+        return dry_run(plan, store, out)
+    store.ensure_writable()
+    state = store.scan(repair=True)
+    for path in state.set_aside:
+        print(f"set aside a damaged part (its cell runs again): {path}", file=out)
+    save_sweep_copy(store, plan)
+    work = plan_work(plan, state)
+    _header(plan, store, state, work.n_trials, out)
+    failed = 0
+    if work.n_trials == 0:
+        print("0 trials to run: every cell is complete", file=out)
+    else:
+        outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
+                                                        args.num_gpus, out))
+        failed = outcome.failed
+        print(f"ran {outcome.to_run} trials in {fmt_duration(outcome.elapsed_s)}: "
+              f"{outcome.complete} complete, {outcome.diverged} diverged, {outcome.failed} "
+              f"failed", file=out)
+    out.flush()
+    print_summary(store, out, analysis=args.analysis)
+    if failed:
+        print(f"{failed} trials failed for good; run the sweep again to retry them", file=out)
+    return 1 if failed else 0
+
+
+def _header(plan: Plan, store: Store, state: StoreState, to_run: int, out: TextIO) -> None:
+    done = _done_count(plan, state)
+    unit = "trials" if plan.adaptive else "cells"
+    print(f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {done} complete, {to_run} to run "
+          f"-> {store.location}", file=out)
+
+
+def _done_count(plan: Plan, state: StoreState) -> int:
+    if plan.adaptive:
+        work = plan_work(plan, state)
+        return plan.n_trials - work.n_trials
+    return sum(1 for c in plan.cells if c.trial_id in state.complete)
+
+
+def dry_run(plan: Plan, store: Store, out: TextIO) -> int:
+    """List the cells and what the store already holds; write nothing, start nothing."""
+    state = store.scan(repair=False) if store.exists() else StoreState()
+    to_run = plan_work(plan, state).n_trials
+    _header(plan, store, state, to_run, out)
+    if state.corrupt:
+        print(f"{len(state.corrupt)} damaged parts would be set aside and re-run", file=out)
+    listing = group_listing(plan, state) if plan.adaptive else cell_listing(plan, state)
+    print(listing, file=out)
+    return 0
+
+
+def save_sweep_copy(store: Store, plan: Plan) -> None:
+    """sweep.yaml: the file as run; an earlier, different version moves to history/."""
+    old = store.read_text("sweep.yaml")
+    if old == plan.file_text:
+        return
+    if old is not None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        store.write_text(f"history/sweep-{stamp}.yaml", old)
+    store.write_text("sweep.yaml", plan.file_text)

@@ -1,0 +1,37 @@
+"""Stable trial ids: a hash of the fully resolved trial config.
+
+Two cells with the same resolved config are the same trial, however the sweep file spelled
+them (key order, defaults written out or not, an axis whose value changes nothing). Any new
+config field or changed default changes every id: results are then re-run, never reused for
+a config they were not trained with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+ID_LENGTH = 16  # hex digits: 64 bits, collisions out of reach for any sweep
+
+
+def canonical_json(config: dict[str, Any]) -> str:
+    """Sorted keys, no whitespace: equal configs give equal text."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def hash_config(config: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:ID_LENGTH]
+
+
+def trial_id(config: Any) -> str:
+    """The id of a TrialConfig (or of its `model_dump(mode="json")`)."""
+    if hasattr(config, "model_dump"):
+        config = config.model_dump(mode="json")
+    return hash_config(config)
+
+
+def group_id(config: dict[str, Any]) -> str:
+    """The id of a config with its LR left out: one adaptive (Optuna) study per group."""
+    train = {k: v for k, v in config.get("train", {}).items() if k != "lr"}
+    return hash_config({**config, "train": train})

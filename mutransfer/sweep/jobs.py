@@ -1,0 +1,151 @@
+"""Sweeps as Ray jobs: submit, status, logs, through Ray's Jobs API (JobSubmissionClient).
+
+The job runs `python -m mutransfer.cli sweep FILE --address auto` on the cluster's head, with
+the project folder uploaded as its working directory; results go to the sweep's storage,
+which must therefore be a location every node reaches.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from mutransfer.errors import UserError
+from mutransfer.sweep.cluster import check_storage_reachable
+
+# Never uploaded: results, data, environments, caches (the job reads data where the
+# cluster has it, and writes results to the sweep's storage).
+EXCLUDES = ["results/", "data/", ".git/", ".venv/", "venv/", "**/__pycache__/", "*.parquet",
+            ".pytest_cache/", ".ruff_cache/", "*.egg-info/", "build/", "dist/"]
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+def dashboard_address(address: str) -> str:
+    """`HOST:8265` or `http(s)://HOST:8265`; the Jobs API speaks HTTP."""
+    return address if address.startswith(("http://", "https://")) else f"http://{address}"
+
+
+def client(address: str) -> Any:
+    """A JobSubmissionClient connected to `address`, or a one-line UserError."""
+    from mutransfer.sweep.cluster import quiet_ray_env
+
+    quiet_ray_env()
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as exc:  # pragma: no cover - ray is a dependency
+        raise UserError(f"the Ray Jobs API is not available ({exc})") from None
+    url = dashboard_address(address)
+    _probe_dashboard(address, url)
+    try:
+        return JobSubmissionClient(url)
+    except RuntimeError as exc:
+        if "ray[default]" in str(exc):
+            raise UserError("submitting jobs needs Ray's HTTP client: pip install "
+                            "'ray[default]'") from None
+        raise UserError(f"--address {address}: {_first_line(exc)}") from None
+    except (ConnectionError, OSError, ValueError) as exc:
+        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+                        f"({_first_line(exc)})") from None
+
+
+def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at the dashboard's host and port."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 8265)
+    except ValueError:
+        raise UserError(f"--address {address}: not a valid HOST:PORT") from None
+    if not parts.hostname:
+        raise UserError(f"--address {address}: expected http://HOST:8265")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+                        f"({exc.strerror or exc})") from None
+
+
+def entrypoint(sweep_file: str, storage: str | None, analysis: bool) -> str:
+    # `python -m`: works whether mutransfer is installed on the cluster or only uploaded
+    args = ["python", "-m", "mutransfer.cli", "sweep", sweep_file, "--address", "auto"]
+    if storage:
+        args += ["--storage", storage]
+    if not analysis:
+        args.append("--no-analysis")
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def submit(path: str, address: str, working_dir: str | None = None, storage: str | None = None,
+           analysis: bool = True, job_id: str | None = None) -> str:
+    """Validate the sweep here, then send it as a job; returns the job id."""
+    from mutransfer.sweep.driver import prepare
+
+    plan = prepare(path, storage=storage, check_data=False)  # the data lives on the cluster
+    check_storage_reachable(plan.spec.storage_location, address="remote")
+    root = Path(working_dir or os.getcwd()).resolve()
+    rel = _inside(Path(path).resolve(), root)
+    runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
+    jobs = client(address)
+    try:
+        return jobs.submit_job(entrypoint=entrypoint(rel, storage, analysis),
+                               runtime_env=runtime_env, submission_id=job_id,
+                               metadata={"sweep": plan.spec.name})
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise UserError(f"submitting {path} to {address} failed: {_first_line(exc)}") from None
+
+
+def _inside(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        raise UserError(f"{path}: the sweep file must be inside the working directory {root} "
+                        f"(it is uploaded as the job's working directory); use --working-dir"
+                        ) from None
+
+
+def status(job_id: str, address: str) -> dict[str, Any]:
+    info = _call(client(address).get_job_info, job_id, address)
+    return {"job_id": job_id, "status": str(getattr(info.status, "value", info.status)),
+            "message": info.message or "", "entrypoint": info.entrypoint,
+            "start_time": info.start_time, "end_time": info.end_time}
+
+
+def logs(job_id: str, address: str) -> str:
+    return _call(client(address).get_job_logs, job_id, address)
+
+
+def follow_logs(job_id: str, address: str, out=sys.stdout) -> None:
+    """Print the job's logs as they come, until the job ends."""
+    import asyncio
+
+    jobs = client(address)
+    _call(jobs.get_job_info, job_id, address)  # a clear error for an unknown job
+
+    async def tail() -> None:
+        async for chunk in jobs.tail_job_logs(job_id):
+            out.write(chunk)
+            out.flush()
+
+    asyncio.run(tail())
+
+
+def _call(fn, job_id: str, address: str) -> Any:
+    try:
+        return fn(job_id)
+    except RuntimeError as exc:
+        if "404" in str(exc) or "does not exist" in str(exc):
+            raise UserError(f"no job {job_id} at {address}") from None
+        raise UserError(f"job {job_id} at {address}: {_first_line(exc)}") from None
+    except (ConnectionError, OSError) as exc:
+        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+                        f"({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

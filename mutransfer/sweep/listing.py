@@ -1,0 +1,53 @@
+"""The table `--dry-run` prints: every cell (or adaptive group) and its state in the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mutransfer.results.store import StoreState
+from mutransfer.sweep.grid import Plan
+
+
+def _lr(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def cell_listing(plan: Plan, state: StoreState) -> str:
+    rows = []
+    for cell in plan.cells:
+        row = state.complete.get(cell.trial_id)
+        if row is not None:
+            status = str(row["status"])
+        elif cell.trial_id in state.failed:
+            status = "failed before, to run"
+        else:
+            status = "to run"
+        shown = {k: (_lr(v) if k == "lr" else v) for k, v in cell.columns.items()}
+        rows.append({"trial_id": cell.trial_id, **shown, "status": status})
+    return _table(rows)
+
+
+def group_listing(plan: Plan, state: StoreState) -> str:
+    from mutransfer.sweep.runner import plan_work
+
+    work = plan_work(plan, state)
+    rows = []
+    for g in plan.groups:
+        left = work.budgets.get(g.group_id, 0)
+        rows.append({"group": g.group_id, **g.columns,
+                     "lr range": f"{_lr(2.0 ** g.log2_lo)}..{_lr(2.0 ** g.log2_hi)}",
+                     "done": g.budget - left, "to run": left})
+    return _table(rows)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no cells)"
+    df = pd.DataFrame(rows)
+    # a column with one value everywhere (e.g. the optimizer) says nothing per row
+    keep = [c for c in df.columns
+            if c in ("trial_id", "group", "status", "done", "to run") or df[c].astype(str)
+            .nunique() > 1 or c in ("width", "parameterization", "lr")]
+    return df[keep].to_string(index=False)

@@ -1,0 +1,186 @@
+"""Running the cells that are not complete yet as trials of one Ray Tune `Tuner`.
+
+Grid sweeps: a grid search over trial ids. Adaptive sweeps: one Optuna study per group, all
+driven by one searcher (mutransfer/sweep/studies.py) so that studies run side by side. Each
+trial writes its own parts into the store (mutransfer/sweep/trainable.py); the driver only
+watches (progress line) and records trials that failed for good.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from mutransfer.errors import UserError
+from mutransfer.results.store import Store, StoreState
+from mutransfer.sweep.cluster import Capacity, ray_session
+from mutransfer.sweep.grid import Cell, Group, Plan
+from mutransfer.sweep.progress import Progress
+from mutransfer.sweep.trainable import OBJECTIVE, tune_trainable
+
+
+@dataclass
+class RunOptions:
+    address: str | None = None
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+
+
+@dataclass
+class RunOutcome:
+    to_run: int
+    complete: int = 0
+    diverged: int = 0
+    failed: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Work:
+    """What this run executes: grid cells, or adaptive groups with their remaining budget."""
+
+    cells: list[Cell] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    budgets: dict[str, int] = field(default_factory=dict)  # group id -> trials still to run
+    warm: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (lr, objective)
+
+    @property
+    def n_trials(self) -> int:
+        return len(self.cells) + sum(self.budgets.values())
+
+
+def units_of(plan: Plan, work: Work) -> dict[str, dict[str, Any]]:
+    """What each trial needs on its worker, keyed by trial id (grid) or group id (adaptive)."""
+    units = {c.trial_id: {"trial_id": c.trial_id, "config": c.config, "columns": c.columns,
+                          "search": "grid"} for c in work.cells}
+    for g in work.groups:
+        units[g.group_id] = {"config": g.config, "columns": g.columns,
+                             "search": plan.spec.search.kind}
+    return units
+
+
+class ResourcesFor:
+    """Per-trial resources by width (`tune.with_resources` calls this with a trial's config)."""
+
+    def __init__(self, plan: Plan, work: Work):
+        res = plan.spec.resources
+        self.by_key: dict[str, dict[str, float]] = {}
+        for unit, key in [(c, c.trial_id) for c in work.cells] + \
+                         [(g, g.group_id) for g in work.groups]:
+            self.by_key[key] = {"cpu": res.cpus_for(unit.width), "gpu": res.gpus_for(unit.width)}
+
+    def __call__(self, config: dict[str, Any]) -> dict[str, float]:
+        return self.by_key[config.get("trial_id") or config["group"]]
+
+    def check(self, cap: Capacity) -> None:
+        """A trial no node can host would wait forever: refuse it in one line instead."""
+        for need in self.by_key.values():
+            for kind, have, field_name in (("cpu", cap.cpus, "cpus_per_trial"),
+                                           ("gpu", cap.gpus, "gpus_per_trial")):
+                if need[kind] > have + 1e-9:
+                    raise UserError(f"resources.{field_name}: a trial needs {need[kind]:g} "
+                                    f"{kind.upper()}s but the largest of the cluster's "
+                                    f"{cap.nodes} node(s) has {have:g}")
+
+
+def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOutcome:
+    """Run `work` on Ray (a local instance unless `options.address`) and wait for it."""
+    outcome = RunOutcome(to_run=work.n_trials)
+    start = time.monotonic()
+    with ray_session(options.address, options.num_cpus, options.num_gpus) as cap:
+        resources = ResourcesFor(plan, work)
+        resources.check(cap)
+        progress = Progress(work.n_trials, out=options.out)
+        tuner, tmp = _tuner(plan, store, work, resources, progress)
+        try:
+            tuner.fit()
+        finally:
+            progress.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+    outcome.complete, outcome.diverged = progress.complete, progress.diverged
+    outcome.failed = progress.failed
+    outcome.elapsed_s = time.monotonic() - start
+    return outcome
+
+
+def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progress: Progress):
+    from ray import tune
+
+    from mutransfer.sweep.callbacks import TuneProgress
+
+    spec = plan.spec
+    units = units_of(plan, work)
+    trainable = tune.with_parameters(tune_trainable, units=units, store_location=store.location,
+                                     sweep=spec.name)
+    trainable = tune.with_resources(trainable, resources)
+    if plan.adaptive:
+        from mutransfer.sweep.studies import make_searcher
+
+        searcher = make_searcher(work, spec.search)
+        param_space: dict[str, Any] = {}
+        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=work.n_trials,
+                                      metric=OBJECTIVE, mode="min")
+    else:
+        param_space = {"trial_id": tune.grid_search([c.trial_id for c in work.cells])}
+        tune_config = tune.TuneConfig()
+    # Actors are reused between trials of equal resources: a new worker process per trial
+    # costs ~2 CPU-s (DESIGN.md section 5).
+    tune_config.reuse_actors = True
+    tune_config.max_concurrent_trials = spec.resources.max_concurrent
+    tune_config.trial_name_creator = _trial_name
+    tune_config.trial_dirname_creator = _trial_name
+    tmp = tempfile.mkdtemp(prefix="mutransfer-tune-")  # Tune's bookkeeping, not our results
+    run_config = tune.RunConfig(
+        name=spec.name, storage_path=tmp, verbose=0,
+        failure_config=tune.FailureConfig(max_failures=spec.retries),
+        callbacks=[TuneProgress(progress, store, units, spec.name)])
+    tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
+                       run_config=run_config)
+    return tuner, tmp
+
+
+def _trial_name(trial: Any) -> str:
+    config = trial.config
+    return str(config.get("trial_id") or f"{config.get('group')}-{trial.trial_id}")
+
+
+def plan_work(plan: Plan, state: StoreState) -> Work:
+    """The cells (or adaptive budgets) not yet complete in the store."""
+    if not plan.adaptive:
+        return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete])
+    from mutransfer.sweep.identity import group_id
+
+    done: dict[str, list[dict[str, Any]]] = {}
+    for row in state.complete.values():
+        done.setdefault(_group_of(row, group_id), []).append(row)
+    work = Work()
+    for g in plan.groups:
+        rows = done.get(g.group_id, [])
+        ran = sum(1 for r in rows if r.get("search") == plan.spec.search.kind)
+        if ran < g.budget:
+            work.groups.append(g)
+            work.budgets[g.group_id] = g.budget - ran
+            work.warm[g.group_id] = _warm_points(rows, g)
+    return work
+
+
+def _group_of(row: dict[str, Any], group_id) -> str:
+    import json
+
+    try:
+        return group_id(json.loads(row["config"]))
+    except (TypeError, ValueError, KeyError):
+        return ""
+
+
+def _warm_points(rows: list[dict[str, Any]], g: Group) -> list[tuple[float, float]]:
+    """Stored trials of a group within its LR range: the study starts from what is known."""
+    from mutransfer.sweep.trainable import objective
+
+    lo, hi = 2.0 ** g.log2_lo, 2.0 ** g.log2_hi
+    return [(float(r["lr"]), objective(r)) for r in rows if lo <= float(r["lr"]) <= hi]

@@ -1,0 +1,138 @@
+"""Sweep files: the pydantic model and loading with one-line errors.
+
+A sweep file holds the base trial config (`model`, `train`, `data`, `param`, `width`), the
+`axes` to sweep (see mutransfer/sweep/axes.py), and how to run it (`resources`, `search`,
+`retries`, `storage`). Every cell is validated as a full TrialConfig in mutransfer/sweep/grid.py.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from mutransfer.configbase import StrictModel, read_yaml, validate
+
+WidthMap = dict[int, float]
+
+
+class Resources(StrictModel):
+    """Per-trial resources. A mapping {width: amount} gives the amount of the largest listed
+    width at or below the trial's width (widths below the smallest key take its amount), so
+    `gpus_per_trial: {64: 0.25, 1024: 1}` packs four small trials on a GPU up to width 1023."""
+
+    cpus_per_trial: float | WidthMap = 1
+    gpus_per_trial: float | WidthMap = 0
+    max_concurrent: int | None = Field(None, ge=1)  # cap on trials at once (None: what fits)
+
+    @field_validator("cpus_per_trial", "gpus_per_trial")
+    @classmethod
+    def _amounts(cls, value: float | WidthMap, info: ValidationInfo) -> float | WidthMap:
+        amounts = value.values() if isinstance(value, dict) else [value]
+        if isinstance(value, dict) and not value:
+            raise PydanticCustomError("empty", "empty mapping; give a number or {width: amount}")
+        for amount in amounts:
+            if not math.isfinite(amount) or amount < 0:
+                raise PydanticCustomError("amount", f"{amount} is not a non-negative amount")
+            if info.field_name == "cpus_per_trial" and amount <= 0:
+                raise PydanticCustomError("amount", "a trial needs more than 0 CPUs")
+        return value
+
+    def cpus_for(self, width: int) -> float:
+        return amount_for(self.cpus_per_trial, width)
+
+    def gpus_for(self, width: int) -> float:
+        return amount_for(self.gpus_per_trial, width)
+
+
+def amount_for(value: float | WidthMap, width: int) -> float:
+    """A fixed amount, or the entry of the largest key <= width (else the smallest key)."""
+    if not isinstance(value, dict):
+        return float(value)
+    keys = sorted(value)
+    at_most = [k for k in keys if k <= width]
+    return float(value[at_most[-1] if at_most else keys[0]])
+
+
+class Search(StrictModel):
+    """`grid` runs every cell; `optuna` runs, per group of non-LR axis values (width,
+    parameterization, seed, ...), `trials_per_width` trials whose LRs Optuna's TPE sampler
+    proposes in the group's LR range."""
+
+    kind: Literal["grid", "optuna"] = "grid"
+    trials_per_width: int = Field(12, ge=1)
+    max_concurrent: int = Field(2, ge=1)  # trials of one Optuna study running at once
+    seed: int = 0  # seed of the samplers (each study adds its group's position)
+
+
+class SweepSpec(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=100)
+    model: dict[str, Any] = {}
+    train: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    param: dict[str, Any] = {}
+    width: int | None = Field(None, ge=8)  # the width of every cell unless `width` is an axis
+    axes: dict[str, Any] = {}
+    resources: Resources = Resources()
+    search: Search = Search()
+    retries: int = Field(2, ge=0)  # a failed trial (an exception, a lost worker) runs again
+    storage: str | None = Field(None, min_length=1)  # default results/NAME (local) or a URI
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_are_mappings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("model", "train", "data", "param", "axes"):
+                if data.get(key) is None and key in data:
+                    data = {**data, key: {}}
+        return data
+
+    @property
+    def storage_location(self) -> str:
+        return self.storage or f"results/{self.name}"
+
+    def base_config(self) -> dict[str, Any]:
+        """The trial config every cell starts from (axes then set their paths)."""
+        base: dict[str, Any] = {"model": dict(self.model), "train": dict(self.train),
+                                "data": dict(self.data), "param": dict(self.param)}
+        if self.width is not None:
+            base["width"] = self.width
+        return base
+
+
+class LRRange(StrictModel):
+    """LRs 2^lo ... 2^hi, `per_octave` points per factor of two (both ends included)."""
+
+    log2: tuple[float, float]
+    per_octave: int = Field(1, ge=1, le=64)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of sweep files, with the typed trial sections and axes."""
+    from pydantic import ConfigDict, create_model
+
+    from mutransfer.config import ModelConfig, TrainConfig
+    from mutransfer.data.config import DataConfig
+    from mutransfer.param.config import ParamConfig, ParamName
+
+    values = list[float] | LRRange
+    axes = create_model(
+        "Axes", __config__=ConfigDict(extra="allow"),
+        width=(list[int] | None, None), parameterization=(list[ParamName] | None, None),
+        lr=(values | dict[ParamName, values] | None, None), seed=(list[int] | None, None))
+    axes.__doc__ = ("Each axis is a non-empty list of values; `lr` may also be a log2 range or "
+                    "a mapping per parameterization. Any other key is a dotted path into the "
+                    "trial config, e.g. param.overrides.ssm_B.lr_mult or train.steps.")
+    schema_model = create_model(
+        "SweepFile", __base__=SweepSpec,
+        model=(ModelConfig, ModelConfig()), train=(TrainConfig, TrainConfig()),
+        data=(DataConfig, DataConfig()), param=(ParamConfig, ParamConfig()), axes=(axes, {}))
+    return schema_model.model_json_schema()
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file (the sections themselves are checked per cell)."""
+    return validate(SweepSpec, read_yaml(path), source=str(path))

@@ -1,0 +1,78 @@
+"""Adaptive search: one Optuna study (Ray Tune's `OptunaSearch`) per group, side by side.
+
+A Tuner takes one searcher; `Studies` is that searcher. It hands each new trial to the group
+with the fewest trials so far that still has budget and fewer than `max_concurrent` trials
+running (TPE learns from finished trials, so a study should not run all its trials at once),
+and passes each result back to the study that proposed it. Stored trials of a group (from an
+earlier run, grid or adaptive) seed its study, so a resumed search continues where it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.search import Searcher
+from ray.tune.search.optuna import OptunaSearch
+
+from mutransfer.sweep.spec import Search
+from mutransfer.sweep.trainable import OBJECTIVE
+
+
+class Studies(Searcher):
+    def __init__(self, studies: dict[str, OptunaSearch], budgets: dict[str, int],
+                 max_concurrent: int):
+        super().__init__(metric=OBJECTIVE, mode="min")
+        self.studies = studies
+        self.left = dict(budgets)
+        self.running = dict.fromkeys(budgets, 0)
+        self.proposed = dict.fromkeys(budgets, 0)
+        self.max_concurrent = max_concurrent
+        self.owner: dict[str, str] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True  # every study was set up with its own space
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        open_ = [g for g in self.studies
+                 if self.left[g] > 0 and self.running[g] < self.max_concurrent]
+        if not open_:
+            return Searcher.FINISHED if not any(self.left.values()) else None
+        group = min(open_, key=lambda g: self.proposed[g])  # ties: the order given (widest)
+        lr = self.studies[group].suggest(trial_id)["lr"]
+        self.owner[trial_id] = group
+        self.left[group] -= 1
+        self.running[group] += 1
+        self.proposed[group] += 1
+        return {"group": group, "lr": float(lr)}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # one result per trial, at its end
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        group = self.owner.pop(trial_id, None)
+        if group is None:
+            return
+        self.running[group] -= 1
+        self.studies[group].on_trial_complete(trial_id, result, error)
+
+
+def make_searcher(work: Any, search: Search) -> Studies:
+    """One OptunaSearch per group of `work` over log LR in the group's range."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    studies = {}
+    for g in work.groups:
+        warm = work.warm.get(g.group_id, [])
+        budget = work.budgets[g.group_id]
+        sampler = optuna.samplers.TPESampler(seed=search.seed + int(g.group_id[:8], 16),
+                                             n_startup_trials=max(3, (budget + len(warm)) // 4))
+        space = {"lr": optuna.distributions.FloatDistribution(2.0 ** g.log2_lo,
+                                                              2.0 ** g.log2_hi, log=True)}
+        studies[g.group_id] = OptunaSearch(
+            space=space, metric=OBJECTIVE, mode="min", sampler=sampler,
+            points_to_evaluate=[{"lr": lr} for lr, _ in warm] or None,
+            evaluated_rewards=[obj for _, obj in warm] or None)
+    return Studies(studies, work.budgets, search.max_concurrent)

@@ -1,0 +1,104 @@
+"""One cell on a worker: run the trainer and write its parts into the store.
+
+`run_unit` knows nothing of Ray (it is what the Ray trainable calls, and what tests can call
+directly); `tune_trainable` is the function Ray Tune runs. Any exception out of the trainer
+is a failure that Tune retries; a diverged trial is a result like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+from typing import Any
+
+from mutransfer.results.store import Store, versions
+from mutransfer.sweep.identity import canonical_json, trial_id
+
+# what Tune gets back from each trial (and the Optuna searcher minimizes `objective`)
+OBJECTIVE = "objective"
+
+
+def payload_for(tune_config: dict[str, Any], units: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The cell to run: a grid cell by id, or an adaptive group at the LR the searcher chose."""
+    if "trial_id" in tune_config:
+        return units[tune_config["trial_id"]]
+    group = units[tune_config["group"]]
+    lr = float(tune_config["lr"])
+    config = json.loads(json.dumps(group["config"]))
+    config["train"]["lr"] = lr
+    return {"trial_id": trial_id(_validated(config)), "config": config,
+            "columns": {**group["columns"], "lr": lr}, "search": group["search"]}
+
+
+def _validated(config: dict[str, Any]) -> dict[str, Any]:
+    from mutransfer.config import TrialConfig
+
+    return TrialConfig.model_validate(config).model_dump(mode="json")
+
+
+def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[str, Any]:
+    """Run one trial unless the store already holds it; return the metrics for Tune."""
+    from mutransfer.config import TrialConfig
+    from mutransfer.train import run_trial
+
+    store = Store(store_location)
+    tid = payload["trial_id"]
+    if store.is_complete(tid):  # e.g. an Optuna proposal equal to a stored trial
+        row = store.read_part(store.trial_part(tid)).iloc[0].to_dict()
+        return metrics_of(row, skipped=True)
+    attempt = store.start_attempt(tid)
+    config = TrialConfig.model_validate(payload["config"])
+    result = run_trial(config, report=attempt.write_step)
+    row = trial_row(payload, result, sweep)
+    written = attempt.finish(row)
+    return metrics_of(row, skipped=not written)
+
+
+def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any]:
+    """The trials-table row of a finished trial (docs/results-format.md)."""
+    columns = {k: _flat(v) for k, v in payload["columns"].items()}
+    return {
+        "trial_id": payload["trial_id"], "sweep": sweep, **columns,
+        "status": "diverged" if result.diverged else "complete",
+        "diverged": bool(result.diverged), "diverge_step": result.diverge_step,
+        "final_eval_loss": result.final_eval_loss, "best_eval_loss": result.best_eval_loss,
+        "initial_loss": result.initial_loss, "steps_done": result.steps_done,
+        "tokens": result.tokens, "wall_time_s": result.wall_time_s,
+        "tokens_per_s": result.tokens_per_s, "search": payload.get("search", "grid"),
+        "host": socket.gethostname(), "versions": versions(),
+        "config": canonical_json(payload["config"]), "error": None,
+    }
+
+
+def _flat(value: Any) -> Any:
+    """Axis values that are lists or mappings are stored as JSON text (flat columns)."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
+def objective(row: dict[str, Any]) -> float:
+    """What adaptive search minimizes: the final eval loss; a diverged trial scores as if it
+    had learned nothing (its initial loss), so the searcher steers away from it."""
+    final, initial = row.get("final_eval_loss"), row.get("initial_loss")
+    if not row.get("diverged") and _finite(final):
+        return float(final)
+    return float(initial) if _finite(initial) else 1e6
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def metrics_of(row: dict[str, Any], skipped: bool = False) -> dict[str, Any]:
+    return {"trial_id": str(row["trial_id"]), "status": str(row["status"]),
+            "final_eval_loss": float(row["final_eval_loss"]), OBJECTIVE: objective(row),
+            "skipped": skipped}
+
+
+def tune_trainable(tune_config: dict[str, Any], units: dict[str, dict[str, Any]],
+                   store_location: str, sweep: str) -> None:
+    """The function Ray Tune runs for each trial (wrapped by `tune.with_parameters`)."""
+    from ray import tune
+
+    payload = payload_for(tune_config, units)
+    tune.report(run_unit(payload, store_location, sweep))

@@ -1,0 +1,141 @@
+"""`mutransfer analyze` and `mutransfer plot` from the command line, and the sweep's summary."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mutransfer.analysis import analyze, summary_table, write_analysis
+from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from mutransfer.cli import main
+from mutransfer.results.store import TRIAL_COLUMNS
+
+GRID = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
+SP = Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0)
+MUP = Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)
+
+
+def results(root, widths, families=(SP, MUP)):
+    return write_results(root, synthetic_tables(list(families), widths, GRID, [0, 1]))
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    return err
+
+
+def test_missing_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    for command in ("analyze", "plot"):
+        assert main([command, str(tmp_path / "nope")]) == 2
+        assert "not found" in one_line_error(capsys)
+
+
+def test_folder_without_trials_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "trials").mkdir()
+    for command in ("analyze", "plot"):
+        assert main([command, str(tmp_path)]) == 2
+        assert "no trials" in one_line_error(capsys)
+    assert not (tmp_path / "analysis").exists()  # nothing written
+
+
+def test_only_failed_trials_is_one_line_and_exit_2(tmp_path, capsys):
+    t = synthetic_tables([MUP], [64], GRID, [0])
+    t.trials["status"] = "failed"
+    assert main(["analyze", str(write_results(tmp_path, t))]) == 2
+    assert "failed" in one_line_error(capsys)
+
+
+def test_one_width_prints_lr_star_and_one_line_about_drift(tmp_path, capsys):
+    root = results(tmp_path, [128])
+    assert main(["analyze", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "Optimal learning rate" in out
+    drift_lines = [line for line in out.splitlines() if "at least two widths" in line]
+    assert drift_lines == ["drift needs at least two widths (found one: 128)"]
+    # the lr* rows are there: one per parameterization at the single width
+    lr_rows = [line for line in out.splitlines() if line.strip().startswith(("mup ", "sp "))
+               and " 128 " in line]
+    assert len(lr_rows) >= 2
+    assert (root / "analysis" / "lr_opt.parquet").is_file()
+    assert not (root / "analysis" / "regret.parquet").exists()
+    # the same one line closes the sweep's summary
+    assert summary_table(analyze(root)).splitlines()[-1] == drift_lines[0]
+
+
+def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys):
+    root = results(tmp_path, [64, 128, 256])
+    assert main(["analyze", str(root), "--bootstrap", "200"]) == 0
+    out = capsys.readouterr().out
+    for title in ("Optimal learning rate", "Drift", "Stability boundary", "Transfer regret",
+                  "Does wider do better?"):
+        assert title in out
+    folder = root / "analysis"
+    for stem in ("lr_opt", "drift", "stability", "stability_slope", "regret", "monotonicity",
+                 "cells"):
+        parquet = pd.read_parquet(folder / f"{stem}.parquet")
+        csv = pd.read_csv(folder / f"{stem}.csv")
+        assert len(parquet) == len(csv) > 0
+    lr_opt = pd.read_parquet(folder / "lr_opt.parquet")
+    expected = analyze(root, n_boot=200).lr_opt
+    np.testing.assert_allclose(lr_opt.lr_opt, expected.lr_opt)
+    md = (folder / "analysis.md").read_text()
+    assert md.count("\n## ") == 6 and "| parameterization |" in md
+
+
+def test_bad_options_are_one_line_errors(tmp_path, capsys):
+    root = results(tmp_path, [64, 128])
+    assert main(["analyze", str(root), "--fit-points", "2"]) == 2
+    assert "--fit-points" in one_line_error(capsys)
+    assert main(["analyze", str(root), "--bootstrap", "-1"]) == 2
+    assert "--bootstrap" in one_line_error(capsys)
+
+
+def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
+    root = results(tmp_path, [64, 128])
+    assert main(["plot", str(root), "--bootstrap", "50"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[-1] == str(root / "analysis" / "report.html")
+    assert all(Path(p).is_file() for p in printed)
+    assert sum(p.endswith(".png") for p in printed) == 4
+
+
+def test_summary_table_names_every_width_and_the_drift(tmp_path):
+    a = analyze(results(tmp_path, [64, 128, 256]), n_boot=100)
+    text = summary_table(a)
+    lines = text.splitlines()
+    for param in ("sp", "mup"):
+        for w in (64, 128, 256):
+            assert any(line.split()[:2] == [param, str(w)] for line in lines)
+    drift = {line.split()[0]: float(line.split()[2]) for line in lines
+             if line.split() and line.split()[0] in ("sp", "mup") and "," in line.split()[1]}
+    assert drift["sp"] == pytest.approx(-1.0, abs=0.1)
+    assert drift["mup"] == pytest.approx(0.0, abs=0.1)
+
+
+def test_written_tables_follow_the_documented_columns(tmp_path):
+    """Extra axes and the store's columns both come through a one-part-per-trial layout."""
+    t = synthetic_tables([Planted("mup", 2**-7, 0.0, extra={"model.x": 1})], [64, 128], GRID,
+                         [0])
+    assert set(TRIAL_COLUMNS) <= set(t.trials.columns)
+    write_results(tmp_path, t, per_trial=True)
+    assert len(list((tmp_path / "trials").glob("part-*.parquet"))) == len(t.trials)
+    a = analyze(tmp_path, n_boot=10)
+    assert len(a.lr_opt) == 2 and a.fixed == {"model.x": 1}
+    assert a.lr_opt.ci_low.isna().all()  # one seed: no interval, said in the note
+    assert (a.lr_opt.note == "one seed: no bootstrap interval").all()
+
+
+def test_an_axis_set_for_part_of_the_sweep_is_written_as_text(tmp_path):
+    """Trials without the axis get "unset"; the mixed column still goes to Parquet."""
+    fams = [Planted("mup", 2**-7, 0.0, extra={"model.zero_real_fraction": 0.1}),
+            Planted("sp", 2**-8, -1.0)]
+    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], GRID, [0, 1])),
+                n_boot=20)
+    assert sorted(map(str, a.lr_opt["model.zero_real_fraction"].unique())) == ["0.1", "unset"]
+    written = {p.name for p in write_analysis(a, tmp_path / "out")}
+    assert {"lr_opt.parquet", "drift.csv", "analysis.md"} <= written
+    back = pd.read_parquet(tmp_path / "out" / "lr_opt.parquet")
+    assert sorted(back["model.zero_real_fraction"]) == ["0.1", "0.1", "unset", "unset"]

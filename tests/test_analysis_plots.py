@@ -1,0 +1,100 @@
+"""`make_plots`: PNG figures and one report.html that carries them and the tables inside it."""
+
+import base64
+import re
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from mutransfer.analysis import analyze, make_plots
+from mutransfer.analysis.coordplot import coord_summary
+from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from mutransfer.results.store import write_part_atomic
+
+GRID = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
+FAMILIES = [Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0),
+            Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)]
+WIDTHS = [64, 128, 256]
+
+
+def coord_table(widths=WIDTHS) -> pd.DataFrame:
+    """sp's in_proj grows like sqrt(width); everything else is flat."""
+    rows = []
+    for param in ("sp", "mup"):
+        for w in widths:
+            for seed in (0, 1):
+                for step in range(3):
+                    for layer, q in ((0, "in_proj"), (1, "in_proj"), (0, "ssm_state"),
+                                     (-1, "logits")):
+                        grow = (w / 64) ** 0.5 if (param, q) == ("sp", "in_proj") else 1.0
+                        rows.append({"parameterization": param, "optimizer": "adam",
+                                     "width": w, "seed": seed, "step": step, "layer": layer,
+                                     "quantity": q, "rms": grow,
+                                     "drms": 0.0 if step == 0 else 0.1 * step * grow})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plots")
+    write_results(root, synthetic_tables(FAMILIES, WIDTHS, GRID, [0, 1]), per_trial=True)
+    write_part_atomic(coord_table(), root / "coord_check" / "coord.parquet")
+    paths = make_plots(root, analysis=analyze(root, n_boot=100))
+    return root, paths
+
+
+def test_every_figure_is_written_as_a_png(report):
+    root, paths = report
+    names = [p.name for p in paths]
+    assert names == ["loss_vs_lr.png", "lr_opt_vs_width.png", "stability_vs_width.png",
+                     "training_curves.png", "coord_check.png", "report.html"]
+    assert all(p.parent == root / "analysis" for p in paths)
+    for p in paths[:-1]:
+        img = mpimg.imread(p)
+        assert img.shape[0] > 300 and img.shape[1] > 500
+        assert img[..., :3].std() > 0.05  # something is drawn, not a blank canvas
+
+
+def test_report_embeds_every_png_and_links_nothing(report):
+    root, paths = report
+    html = paths[-1].read_text(encoding="utf-8")
+    uris = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert [base64.b64decode(u) for u in uris] == [p.read_bytes() for p in paths[:-1]]
+    # self-contained: no other src or href, no script, no stylesheet link
+    assert len(re.findall(r"\bsrc=", html)) == len(uris)
+    assert "href=" not in html and "<script" not in html and "<link" not in html
+
+
+def test_report_carries_the_tables_with_captions(report):
+    root, paths = report
+    html = paths[-1].read_text(encoding="utf-8")
+    for title in ("Optimal learning rate", "Drift of the optimal LR with width",
+                  "Stability boundary", "Transfer regret", "Does wider do better?",
+                  "Training curves", "Coordinate check"):
+        assert title in html
+    assert html.count("<table") == 6 and html.count("<figcaption>") == 5
+    a = analyze(root, n_boot=100)
+    sp_slope = a.drift.set_index("parameterization").loc["sp", "slope"]
+    assert f"{sp_slope:+.3f}" in html
+
+
+def test_coord_summary_averages_seeds_and_layers_at_the_last_step():
+    s = coord_summary(coord_table()).set_index(["parameterization", "width", "quantity"])
+    assert s.loc[("sp", 256, "in_proj"), "rms"] == pytest.approx(2.0)
+    assert s.loc[("sp", 256, "in_proj"), "drms"] == pytest.approx(0.4)
+    assert s.loc[("mup", 256, "in_proj"), "rms"] == pytest.approx(1.0)
+    assert s.loc[("mup", 64, "logits"), "n_seeds"] == 2
+
+
+def test_one_width_and_no_steps_still_give_a_report(tmp_path):
+    t = synthetic_tables(FAMILIES, [128], GRID, [0, 1])
+    t.steps = t.steps.iloc[:0]
+    write_results(tmp_path, t)
+    paths = make_plots(tmp_path, out_dir=tmp_path / "plots")
+    assert [p.name for p in paths] == ["loss_vs_lr.png", "lr_opt_vs_width.png",
+                                       "stability_vs_width.png", "report.html"]
+    html = paths[-1].read_text(encoding="utf-8")
+    assert "drift needs at least two widths (found one: 128)" in html
+    assert "Transfer regret" not in html

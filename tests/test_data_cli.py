@@ -1,0 +1,45 @@
+"""Bad data in `mutransfer train CONFIG.yaml`: one line on stderr, exit code 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mutransfer.commands.train") is None,
+                                reason="the train command is not in this checkout")
+
+
+def bad_data(tmp_path, case: str) -> dict:
+    if case == "missing path":
+        return {"source": "parquet", "path": str(tmp_path / "nowhere" / "*.parquet")}
+    if case == "empty parquet":
+        (tmp_path / "empty.parquet").write_bytes(b"")
+        return {"source": "parquet", "path": str(tmp_path / "empty.parquet")}
+    if case == "no text column":
+        pq.write_table(pa.table({"body": ["x"] * 50}), tmp_path / "body.parquet")
+        return {"source": "parquet", "path": str(tmp_path / "body.parquet")}
+    return {"source": "wikipedia"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,words", [
+    ("missing path", "no .parquet files match"),
+    ("empty parquet", "empty file"),
+    ("no text column", "no 'text' column"),
+    ("unknown source", "source"),
+])
+def test_bad_data_is_one_line_and_exit_code_2(tmp_path, case, words):
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump({"data": bad_data(tmp_path, case)}))
+    # a real process: its exit code and everything it prints
+    run = subprocess.run([sys.executable, "-m", "mutransfer.cli", "train", str(config)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    err = run.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and words in err

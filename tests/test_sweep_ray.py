@@ -1,0 +1,129 @@
+"""Sweeps on a real local Ray with the real trainer at tiny sizes: tables, resume, extend,
+divergence, failures and adaptive search. One Ray instance serves the whole module."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mutransfer.results.store import read_tables
+from mutransfer.sweep.driver import SweepArgs, run_sweep
+from mutransfer.sweep.grid import load_plan
+
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
+    "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5, "eval_batches": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    from mutransfer.sweep.cluster import quiet_ray_env
+
+    quiet_ray_env()
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+def write_sweep(tmp_path: Path, name: str, axes: dict, **top) -> Path:
+    doc = {"name": name, **TINY, **top, "axes": axes, "storage": str(tmp_path / name)}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def sweep(path: Path, **kw) -> tuple[int, str]:
+    out = io.StringIO()
+    rc = run_sweep(SweepArgs(str(path), analysis=False, out=out, **kw))
+    return rc, out.getvalue()
+
+
+def part_stamps(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("*.parquet")}
+
+
+def test_sweep_stores_both_tables_then_reruns_nothing_then_runs_only_new_cells(
+        tmp_path, ray_local):
+    path = write_sweep(tmp_path, "grid", {"width": [16, 32], "lr": [0.001, 0.01]})
+    results = tmp_path / "grid"
+
+    rc, out = sweep(path)
+    assert rc == 0, out
+    assert "4 cells, 0 complete, 4 to run" in out and "4 complete, 0 diverged, 0 failed" in out
+    tables = read_tables(results)
+    plan_ids = {c.trial_id for c in load_plan(path).cells}
+    assert set(tables.trials["trial_id"]) == plan_ids and len(tables.trials) == 4
+    assert (tables.trials["status"] == "complete").all()
+    assert sorted(tables.trials["lr"].unique()) == [0.001, 0.01]
+    for _, steps in tables.steps.groupby("trial_id"):
+        assert steps["step"].tolist() == [0, 5, 10]
+    assert (results / "sweep.yaml").read_text() == path.read_text()
+
+    stamps = part_stamps(results / "trials")
+    rc, out = sweep(path)
+    assert rc == 0 and "0 trials to run" in out
+    assert part_stamps(results / "trials") == stamps
+
+    doc = yaml.safe_load(path.read_text())
+    doc["axes"]["lr"].append(0.003)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rc, out = sweep(path)
+    assert rc == 0 and "6 cells, 4 complete, 2 to run" in out
+    tables = read_tables(results)
+    assert len(tables.trials) == 6 and tables.trials["trial_id"].is_unique
+    assert sorted(tables.trials.loc[tables.trials["lr"] == 0.003, "width"]) == [16, 32]
+    after = part_stamps(results / "trials")
+    assert {k: after[k] for k in stamps} == stamps  # nothing stored was rewritten
+    assert list((results / "history").glob("sweep-*.yaml"))  # the earlier file is kept
+
+
+def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(tmp_path, ray_local):
+    path = write_sweep(tmp_path, "div", {"width": [16], "lr": [1000.0, 0.001]})
+    rc, out = sweep(path)
+    assert rc == 0, out
+    assert "1 complete, 1 diverged, 0 failed" in out
+    trials = read_tables(tmp_path / "div").trials.set_index("lr")
+    assert trials.loc[1000.0, "status"] == "diverged" and trials.loc[1000.0, "diverged"]
+    assert 1 <= trials.loc[1000.0, "diverge_step"] <= 10
+    assert trials.loc[0.001, "status"] == "complete"
+    rc, out = sweep(path)
+    assert "0 trials to run" in out  # a diverged cell is done, not retried
+
+
+def test_a_failing_trial_is_retried_then_recorded_as_failed(tmp_path, ray_local):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the failure is a CUDA trial on a machine without CUDA")
+    path = write_sweep(tmp_path, "fail", {"width": [16], "train.device": ["cpu", "cuda"]},
+                       retries=1)
+    rc, out = sweep(path)
+    assert rc == 1, out
+    assert "retrying" in out and "failed for good after 2 attempt(s)" in out and "cuda" in out
+    trials = read_tables(tmp_path / "fail").trials.set_index("train.device")
+    assert trials.loc["cpu", "status"] == "complete"
+    assert trials.loc["cuda", "status"] == "failed" and "cuda" in trials.loc["cuda", "error"]
+    rc, out = sweep(path, dry_run=True)
+    assert "2 cells, 1 complete, 1 to run" in out and "failed before, to run" in out
+
+
+def test_optuna_search_proposes_lrs_in_range_and_resumes(tmp_path, ray_local):
+    path = write_sweep(tmp_path, "opt", {"width": [16], "lr": {"log2": [-10, -4]}},
+                       search={"kind": "optuna", "trials_per_width": 3})
+    rc, out = sweep(path)
+    assert rc == 0, out
+    trials = read_tables(tmp_path / "opt").trials
+    assert len(trials) == 3 and (trials["search"] == "optuna").all()
+    assert trials["lr"].between(2 ** -10, 2 ** -4).all() and trials["lr"].is_unique
+    rc, out = sweep(path)
+    assert "0 to run" in out and "0 trials to run" in out
