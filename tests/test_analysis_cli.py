@@ -139,3 +139,17 @@ def test_an_axis_set_for_part_of_the_sweep_is_written_as_text(tmp_path):
     assert {"lr_opt.parquet", "drift.csv", "analysis.md"} <= written
     back = pd.read_parquet(tmp_path / "out" / "lr_opt.parquet")
     assert sorted(back["model.zero_real_fraction"]) == ["0.1", "0.1", "unset", "unset"]
+
+
+def test_analyze_stays_light(tmp_path):
+    """The tables need neither matplotlib (plots only) nor torch or Ray."""
+    import subprocess
+    import sys
+
+    root = results(tmp_path, [64, 128])
+    code = ("import sys; from mutransfer.cli import main; main(['analyze', sys.argv[1], "
+            "'--bootstrap', '10']); print(sorted(m for m in ('matplotlib', 'torch', 'ray') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"

@@ -50,6 +50,15 @@ def test_argmin_when_the_vertex_lies_outside_the_fitted_span():
     assert fit.log2_lr[0] == -8.0
 
 
+def test_argmin_on_the_edge_is_kept_even_when_a_one_sided_vertex_is_inside_the_span():
+    # a curve still falling at the largest LR but flattening: a parabola through the points
+    # has its vertex inside them (at -5.1), yet nothing shows a minimum there
+    x = np.arange(-8.0, -3.0)
+    y = np.array([3.5, 3.1, 2.98, 2.99, 2.97])
+    fit = fit_optimum(x, y[None, :])
+    assert not fit.quadratic[0] and fit.log2_lr[0] == -4.0
+
+
 def test_nan_points_are_left_out_and_an_empty_row_gives_nan():
     x = np.arange(-10.0, -3.0)
     y = bowl(x, -6.6)

@@ -62,8 +62,9 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, k: int = 5,
 
     NaN marks a point that does not count (diverged, or never run). The fit is a parabola in
     log2 LR through the k points nearest the argmin (and any others within `window` octaves
-    of it); its vertex is used when it opens upward
-    and lies within the span of the fitted points, else the argmin itself.
+    of it); its vertex is used when it opens upward and lies within the span of the fitted
+    points, else the argmin itself. Stricter than that rule alone: when all fitted points lie
+    on one side of the argmin (it sits on the grid's edge) the argmin is used.
     """
     if k < 3:
         raise ValueError("the quadratic fit needs k >= 3 points")
@@ -76,9 +77,12 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, k: int = 5,
     a, b, c = _quadratic(u, loss, sel).T
     span_lo = np.where(sel, u, np.inf).min(axis=1)
     span_hi = np.where(sel, u, -np.inf).max(axis=1)
+    # A one-sided fit (argmin at the edge of what trained, or beside a gap) cannot place a
+    # minimum the data never bracketed: its vertex is not trusted even inside the span.
+    two_sided = (span_lo < 0) & (span_hi > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         vertex = -b / (2 * a)
-        inside = (a > 0) & (vertex >= span_lo) & (vertex <= span_hi)
+        inside = (a > 0) & two_sided & (vertex >= span_lo) & (vertex <= span_hi)
         vertex_loss = c - b * b / (4 * a)
     argmin_loss = np.take_along_axis(loss, np.maximum(argmin, 0)[:, None], axis=1)[:, 0]
     log2_opt = np.where(inside, x0 + np.where(inside, vertex, 0.0), x0)

@@ -17,9 +17,12 @@ SHRINK_ALLOWED = ("logits",)
 
 
 def slopes(coord: pd.DataFrame) -> pd.DataFrame:
-    """Slope of log2 RMS (seed mean) vs log2 width per (param, layer, quantity, step, kind)."""
+    """Slope of log2 RMS (seed-averaged) vs log2 width per (param, layer, quantity, step, kind)."""
     keys = ["parameterization", "layer", "quantity", "step"]
-    mean = coord.groupby(keys + ["width"], as_index=False)[["rms", "drms"]].mean()
+    logs = coord.assign(rms=_log2(coord["rms"]), drms=_log2(coord["drms"]))
+    # geometric mean over seeds: seed noise is multiplicative, and an arithmetic mean of
+    # w^+a and w^-a noise would itself grow with width
+    mean = logs.groupby(keys + ["width"], as_index=False)[["rms", "drms"]].mean()
     out = []
     for key, g in mean.groupby(keys):
         x = np.log2(g["width"].to_numpy(float))
@@ -27,12 +30,20 @@ def slopes(coord: pd.DataFrame) -> pd.DataFrame:
             y = g[col].to_numpy(float)
             if kind == "dh" and key[3] == 0:
                 continue  # Δh is zero at init
-            if np.any(y <= 0) or not np.all(np.isfinite(y)) or len(x) < 2:
-                slope = float("nan") if len(x) < 2 else float("inf")
+            if len(x) < 2:
+                slope = float("nan")
+            elif not np.all(np.isfinite(y)):
+                slope = float("inf")  # a zero or non-finite RMS: cannot be flat
             else:
-                slope = float(np.polyfit(x, np.log2(y), 1)[0])
+                slope = float(np.polyfit(x, y, 1)[0])
             out.append(dict(zip(keys, key), kind=kind, slope=slope))
     return pd.DataFrame(out)
+
+
+def _log2(values: pd.Series) -> np.ndarray:
+    v = values.to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(v > 0, np.log2(v), np.nan)
 
 
 def _violation(row, tol: float) -> float:

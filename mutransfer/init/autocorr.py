@@ -9,7 +9,9 @@ the timescale rule Δ* = κ / √(L · λ_max(R)) (Liu & Li, ICLR 2025).
             estimator: positive semi-definite, a Gram matrix of zero-padded shifts), applied
             by an FFT of length 2L. Consistent from a few long sequences. The mean is kept
             apart because the biased ĉ would shrink it into a triangle (λ_max ≈ 0.68 L instead
-            of L for a constant sequence); for long correlations ĉ still underestimates a little.
+            of L for a constant sequence). For correlations not much shorter than L, ĉ(k)
+            is shrunk by (L-k)/L and λ_max comes out low (AR(1) ρ = 0.9: 59 instead of 72 at
+            L = 32, 95 instead of 99 at L = 256).
 """
 
 from __future__ import annotations

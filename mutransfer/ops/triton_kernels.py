@@ -2,22 +2,25 @@
 
 Imported only through `mutransfer.ops.triton_scan`, which turns a missing triton into a
 UserError. Layout: one program per (batch, block of BLOCK_D channels); it walks L in chunks
-of CHUNK steps and, inside a chunk, loops over the n state indices. For each state index the
-recurrence h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t of a (BLOCK_D, CHUNK) tile is one
-`tl.associative_scan` along time, seeded with the state carried from the previous chunk
-(held in registers as a (BLOCK_D, N_PAD) tile). Looping over n keeps the tiles 2-D and
-lets one program reduce dB and dC over BLOCK_D channels before its atomic add.
+of CHUNK steps and, inside a chunk, loops over the n state indices (as the CUDA kernel of
+state-spaces/mamba does). For each state index the recurrence
+h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t of a (BLOCK_D, CHUNK) tile is one `tl.associative_scan`
+along time, seeded with the state the previous chunk ended in. Looping over n keeps the tiles
+2-D (time innermost, several steps per thread) and lets a program sum dB and dC over its
+BLOCK_D channels before one atomic add per element.
 
-Forward writes the state at the end of every chunk (a checkpoint, (batch, dim, n_chunks, n)
-float32); backward walks the chunks from last to first, recomputes the states of a chunk
-from the checkpoint before it, and runs the adjoint recurrence
-g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} as a reverse scan (see `_adjoint_combine`).
+Forward writes the state at the end of every chunk (the checkpoint, (batch, dim, n_chunks, n)
+float32) and reads it back as the next chunk's start. Backward walks the chunks from last to
+first, recomputes a chunk's states from the checkpoint before it, and runs the adjoint
+recurrence g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} as a reverse scan (`_adjoint_combine`).
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x log2 e), folded into A
 
 
 @triton.jit
@@ -72,12 +75,6 @@ def _timescale(raw, SOFTPLUS: tl.constexpr):
 
 
 @triton.jit
-def _column(tile, cols, n):
-    """Column n of a (rows, N_PAD) tile, as a (rows,) vector."""
-    return tl.sum(tl.where(cols[None, :] == n, tile, 0.0), axis=1)
-
-
-@triton.jit
 def _fwd_chunk(u_ptr, delta_ptr, bias, row, t, mask, SOFTPLUS: tl.constexpr):
     """Load u and Δ of one chunk in float32; Δ biased, softplus-ed and zero outside `mask`."""
     offs = row[:, None] + t[None, :]
@@ -92,13 +89,11 @@ def _fwd_chunk(u_ptr, delta_ptr, bias, row, t, mask, SOFTPLUS: tl.constexpr):
 def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr,
                     out_ptr, ckpt_ptr, dim, L, N, n_chunks,
                     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    SOFTPLUS: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr,
-                    N_PAD: tl.constexpr):
+                    SOFTPLUS: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
     """out = (C·h + D u) SiLU(z); ckpt[b, d, k, :] = state at the end of chunk k."""
     pid_b = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_mask = offs_d < dim
-    cols = tl.arange(0, N_PAD)
     steps = tl.arange(0, CHUNK)
     chan = pid_b.to(tl.int64) * dim + offs_d  # flat (batch, channel) index
     row = chan * L
@@ -109,8 +104,6 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     skip = tl.zeros((BLOCK_D,), tl.float32)
     if HAS_D:
         skip = tl.load(D_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
-    ckpt_mask = d_mask[:, None] & (cols < N)[None, :]
-    h_carry = tl.zeros((BLOCK_D, N_PAD), tl.float32)
     for k in range(n_chunks):
         t = k * CHUNK + steps
         t_mask = t < L
@@ -118,18 +111,21 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         u, raw, dt = _fwd_chunk(u_ptr, delta_ptr, bias, row, t, mask, SOFTPLUS)
         dtu = dt * u
         y = tl.zeros((BLOCK_D, CHUNK), tl.float32)
+        # the state is carried between chunks through the checkpoint itself: cheaper than
+        # picking column n out of a (BLOCK_D, n) register tile at every n
+        h_prev_ptr = ckpt_ptr + (chan * n_chunks + tl.maximum(k - 1, 0)) * N
+        h_end_ptr = ckpt_ptr + (chan * n_chunks + k) * N
         for n in range(N):
             a_n = tl.load(A_ptr + offs_d * N + n, mask=d_mask, other=0.0).to(tl.float32)
             b_n = tl.load(B_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
             c_n = tl.load(C_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
             decay, drive = tl.associative_scan(
-                (tl.exp(dt * a_n[:, None]), dtu * b_n[None, :]), 1, _affine_combine)
-            h = drive + decay * _column(h_carry, cols, n)[:, None]
+                (tl.exp2(dt * (a_n * LOG2E)[:, None]), dtu * b_n[None, :]), 1, _affine_combine)
+            h_prev = tl.load(h_prev_ptr + n, mask=d_mask, other=0.0)
+            h = drive + decay * tl.where(k > 0, h_prev, 0.0)[:, None]
             y += h * c_n[None, :]
             h_end = tl.sum(tl.where(steps[None, :] == CHUNK - 1, h, 0.0), axis=1)
-            h_carry = tl.where(cols[None, :] == n, h_end[:, None], h_carry)
-        tl.store(ckpt_ptr + (chan * n_chunks + k)[:, None] * N + cols[None, :], h_carry,
-                 mask=ckpt_mask)
+            tl.store(h_end_ptr + n, h_end, mask=d_mask)
         out = y + skip[:, None] * u
         if HAS_Z:
             zz = tl.load(z_ptr + row[:, None] + t[None, :], mask=mask, other=0.0)
@@ -137,11 +133,13 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
             out = out * zz * tl.sigmoid(zz)
         tl.store(out_ptr + row[:, None] + t[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=mask)
+        # the end states just stored (by some threads) are read by others in the next chunk
+        tl.debug_barrier()
 
 
 @triton.jit
 def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr,
-                    ckpt_ptr, dout_ptr,
+                    ckpt_ptr, carry_ptr, dout_ptr,
                     du_ptr, ddelta_ptr, dz_ptr, dB_ptr, dC_ptr,
                     dA_part_ptr, dD_part_ptr, dbias_part_ptr,
                     dim, L, N, n_chunks,
@@ -165,7 +163,6 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     skip = tl.zeros((BLOCK_D,), tl.float32)
     if HAS_D:
         skip = tl.load(D_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
-    s_carry = tl.zeros((BLOCK_D, N_PAD), tl.float32)  # a_t g_t at the next chunk's start
     dA_acc = tl.zeros((BLOCK_D, N_PAD), tl.float32)
     dD_acc = tl.zeros((BLOCK_D,), tl.float32)
     dbias_acc = tl.zeros((BLOCK_D,), tl.float32)
@@ -188,11 +185,15 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         # state entering this chunk: the checkpoint of the chunk before (zero for the first)
         h_start_ptr = ckpt_ptr + (chan * n_chunks + tl.maximum(k - 1, 0)) * N
         has_start = k > 0
+        # s = a_t g_t at the start of the later chunk, carried in a (batch, dim, 2, n) scratch:
+        # read the slot of the previous iteration, write the other (no read/write race)
+        s_in_ptr = carry_ptr + (chan * 2 + (kk + 1) % 2) * N
+        s_out_ptr = carry_ptr + (chan * 2 + kk % 2) * N
         for n in range(N):
             a_n = tl.load(A_ptr + offs_d * N + n, mask=d_mask, other=0.0).to(tl.float32)
             b_n = tl.load(B_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
             c_n = tl.load(C_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
-            a = tl.exp(dt * a_n[:, None])
+            a = tl.exp2(dt * (a_n * LOG2E)[:, None])
             drive = dtu * b_n[None, :]
             decay, acc = tl.associative_scan((a, drive), 1, _affine_combine)
             h_start = tl.load(h_start_ptr + n, mask=d_mask, other=0.0)
@@ -203,9 +204,10 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
             # adjoint g_t = C_t dy_t + a_{t+1} g_{t+1}, continued from the later chunk
             _, fa, fb = _reverse_adjoint_scan(a, tl.full((BLOCK_D, CHUNK), 1.0, tl.float32),
                                               dy * c_n[None, :], BY_FLIP)
-            g = fb + fa * _column(s_carry, cols, n)[:, None]
+            s_in = tl.load(s_in_ptr + n, mask=d_mask, other=0.0)
+            g = fb + fa * tl.where(kk > 0, s_in, 0.0)[:, None]
             s_out = tl.sum(tl.where(steps[None, :] == 0, a * g, 0.0), axis=1)
-            s_carry = tl.where(cols[None, :] == n, s_out[:, None], s_carry)
+            tl.store(s_out_ptr + n, s_out, mask=d_mask)
             # h - drive = a_t h_{t-1}: dL/da_t * a_t without shifting h by one step
             g_ah = g * (h - drive)
             g_decay += g_ah * a_n[:, None]
@@ -227,6 +229,7 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         dbias_acc += tl.sum(ddt, axis=1)
         tl.store(du_ptr + offs, du.to(du_ptr.dtype.element_ty), mask=mask)
         tl.store(ddelta_ptr + offs, ddt.to(ddelta_ptr.dtype.element_ty), mask=mask)
+        tl.debug_barrier()  # this chunk's carries, stored by some threads, read by others
     tl.store(dA_part_ptr + chan[:, None] * N + cols[None, :], dA_acc,
              mask=d_mask[:, None] & (cols < N)[None, :])
     tl.store(dD_part_ptr + chan, dD_acc, mask=d_mask)

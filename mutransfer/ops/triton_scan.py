@@ -118,7 +118,7 @@ def _forward(kernels, u, delta, A, B, C, D, z, delta_bias, softplus, config):
         delta_bias if delta_bias is not None else u, out, ckpt, dim, L, n, chunks,
         HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None,
         SOFTPLUS=softplus, BLOCK_D=config.fwd_block_d, CHUNK=config.chunk,
-        N_PAD=_pow2(n), num_warps=config.fwd_warps)
+        num_warps=config.fwd_warps)
     return out, ckpt
 
 
@@ -132,10 +132,11 @@ def _backward(kernels, saved, dout, softplus, config):
     dz = torch.empty_like(z) if z is not None else None
     dB, dC = torch.zeros(batch, n, L, **f32), torch.zeros(batch, n, L, **f32)
     dA_part = torch.empty(batch, dim, n, **f32)
+    carry = torch.empty(batch, dim, 2, n, **f32)  # the adjoint's chunk-to-chunk scratch
     dD_part, dbias_part = torch.empty(batch, dim, **f32), torch.empty(batch, dim, **f32)
     kernels.scan_bwd_kernel[_grid(batch, dim, config.bwd_block_d)](
         u, delta, A, B, C, D if D is not None else u, z if z is not None else u,
-        delta_bias if delta_bias is not None else u, ckpt, dout,
+        delta_bias if delta_bias is not None else u, ckpt, carry, dout,
         du, ddelta, dz if dz is not None else du, dB, dC, dA_part, dD_part, dbias_part,
         dim, L, n, ckpt.shape[2],
         HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None,

@@ -1,0 +1,55 @@
+"""State dicts in the reference layout (state-spaces/mamba) <-> this model's layout.
+
+The reference `MambaLMHeadModel` names parameters `backbone.embedding.weight`,
+`backbone.layers.{i}.mixer.*`, `backbone.layers.{i}.norm.weight`, `backbone.norm_f.weight`
+and `lm_head.weight`, with one fused `x_proj.weight` of shape (dt_rank + 2·d_state, d_inner)
+holding W_Δ, W_B and W_C in that order. Here they are three weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_PREFIX = "backbone."
+_SPLIT = ("x_proj_dt", "x_proj_B", "x_proj_C")
+
+
+def from_reference(state: dict[str, torch.Tensor], d_state: int,
+                   tied: bool = True) -> dict[str, torch.Tensor]:
+    """Map a reference state dict to this model's names, splitting x_proj.
+
+    With a tied readout the reference's `lm_head.weight` (the embedding again) is dropped.
+    """
+    out: dict[str, torch.Tensor] = {}
+    for name, value in state.items():
+        if tied and name == "lm_head.weight":
+            continue
+        local = name[len(_PREFIX):] if name.startswith(_PREFIX) else name
+        if local.endswith("mixer.x_proj.weight"):
+            head = local[: -len("x_proj.weight")]
+            dt_rank = value.shape[0] - 2 * d_state
+            parts = torch.split(value, [dt_rank, d_state, d_state], dim=0)
+            for part_name, part in zip(_SPLIT, parts):
+                out[f"{head}{part_name}.weight"] = part.clone()
+        else:
+            out[local] = value
+    return out
+
+
+def to_reference(state: dict[str, torch.Tensor], tied: bool = True) -> dict[str, torch.Tensor]:
+    """Map this model's state dict to the reference layout, fusing x_proj."""
+    out: dict[str, torch.Tensor] = {}
+    for name, value in state.items():
+        if any(f"mixer.{p}.weight" in name for p in _SPLIT):
+            if name.endswith("x_proj_dt.weight"):
+                head = name[: -len("x_proj_dt.weight")]
+                fused = torch.cat([state[f"{head}{p}.weight"] for p in _SPLIT], dim=0)
+                out[f"{_PREFIX}{head}x_proj.weight"] = fused
+            continue
+        if name.startswith("lm_head."):
+            out[name] = value
+        else:
+            out[_PREFIX + name] = value
+    if tied and "lm_head.weight" not in out:
+        out["lm_head.weight"] = out[_PREFIX + "embedding.weight"]
+    return out

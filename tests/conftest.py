@@ -1,0 +1,22 @@
+"""Shared fixtures: small configs and a token data spec."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mutransfer.data.base import DataSpec
+
+BYTES = DataSpec(kind="tokens", vocab_size=256, input_dim=None, output_dim=256, loss="ce")
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    """Tests run on 2 cores; keep torch from oversubscribing them."""
+    torch.set_num_threads(2)
+    yield
+
+
+@pytest.fixture
+def byte_spec() -> DataSpec:
+    return BYTES

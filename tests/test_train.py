@@ -1,0 +1,112 @@
+"""One trial: determinism, reporting, divergence as a result, schedules, the train command."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from mutransfer.cli import main
+from mutransfer.config import TrialConfig
+from mutransfer.optim import lr_factor
+from mutransfer.train import run_trial
+
+TINY = {"width": 16, "model": {"base_width": 16, "n_layer": 1, "d_state": 4},
+        "train": {"optimizer": "adam", "lr": 3e-3, "steps": 6, "batch_size": 2, "seq_len": 16,
+                  "eval_every": 3, "eval_batches": 1}}
+
+
+def tiny(**train) -> TrialConfig:
+    data = {**TINY, "train": {**TINY["train"], **train}}
+    return TrialConfig.model_validate(data)
+
+
+def test_same_seed_and_config_give_the_same_losses():
+    a, b = run_trial(tiny()), run_trial(tiny())
+    assert [h["eval_loss"] for h in a.history] == [h["eval_loss"] for h in b.history]
+    assert [h["train_loss"] for h in a.history][1:] == [h["train_loss"] for h in b.history][1:]
+    c = run_trial(tiny(seed=1))
+    assert [h["train_loss"] for h in c.history][1:] != [h["train_loss"] for h in a.history][1:]
+
+
+def test_every_eval_is_reported_with_its_figures():
+    seen = []
+    result = run_trial(tiny(), report=seen.append)
+    assert [p["step"] for p in seen] == [0, 3, 6]
+    keys = {"step", "tokens", "train_loss", "eval_loss", "lr", "grad_norm", "tokens_per_s"}
+    assert all(keys <= set(p) for p in seen)
+    assert seen[-1]["tokens"] == 6 * 2 * 16
+    assert result.history == seen
+    assert result.status == "complete" and not result.diverged
+    assert result.final_eval_loss == seen[-1]["eval_loss"]
+    assert result.best_eval_loss == min(p["eval_loss"] for p in seen)
+    assert result.initial_loss == seen[0]["eval_loss"]
+    assert result.steps_done == 6 and result.tokens == 192
+
+
+def test_training_lowers_the_loss():
+    result = run_trial(tiny(steps=40, eval_every=20, lr=1e-2))
+    assert result.final_eval_loss < result.initial_loss - 0.5
+
+
+def test_a_far_too_large_lr_ends_as_diverged_with_its_step():
+    result = run_trial(tiny(lr=50.0, steps=30, eval_every=10, grad_clip=None))
+    assert result.status == "diverged" and result.diverged
+    assert 1 <= result.diverge_step <= 30
+    assert result.steps_done == result.diverge_step - 1
+    assert math.isfinite(result.final_eval_loss) and math.isfinite(result.last_finite_loss)
+
+
+def test_token_budget_sets_the_number_of_steps():
+    result = run_trial(tiny(steps=None, tokens=4 * 2 * 16, eval_every=2))
+    assert result.steps_done == 4
+
+
+@pytest.mark.parametrize("step,expected", [(0, 0.25), (3, 1.0), (4, 1.0), (14, 0.0)])
+def test_cosine_schedule_warms_up_then_decays_to_the_floor(step, expected):
+    assert lr_factor(step, total=14, warmup=4, schedule="cosine", min_ratio=0.0) == \
+        pytest.approx(expected, abs=1e-9)
+
+
+def test_linear_schedule_reaches_min_ratio():
+    assert lr_factor(10, total=10, warmup=0, schedule="linear", min_ratio=0.1) == \
+        pytest.approx(0.1)
+    assert lr_factor(5, total=10, warmup=0, schedule="linear", min_ratio=0.0) == \
+        pytest.approx(0.5)
+
+
+def test_train_command_exits_zero_on_a_diverged_run(tmp_path, capsys):
+    path = tmp_path / "t.yaml"
+    path.write_text("width: 16\nmodel: {base_width: 16, n_layer: 1, d_state: 4}\n"
+                    "train: {optimizer: sgd, lr: 100.0, steps: 20, batch_size: 2, seq_len: 16,"
+                    " eval_every: 5, eval_batches: 1, grad_clip: null}\n")
+    assert main(["train", str(path), "--set", "train.momentum=0.0"]) == 0
+    out = capsys.readouterr().out
+    assert "diverged at step" in out
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("width: 16\nmodel: {base_width: 16}\ntrain: {lr: -1}\n", "train.lr"),
+    ("width: 16\nmodel: {base_width: 16}\ntrain: {optimiser: adam}\n", "optimiser"),
+    ("width: 8\nmodel: {base_width: 16}\n", "below model.base_width"),
+    ("width: [16\n", "not valid YAML"),
+])
+def test_train_command_rejects_bad_configs_in_one_line(tmp_path, capsys, text, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["train", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+
+
+def test_trainer_runs_without_ray_installed():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from mutransfer.config import TrialConfig\n"
+            "from mutransfer.train import run_trial\n"
+            f"r = run_trial(TrialConfig.model_validate({TINY!r}))\n"
+            "assert r.status == 'complete'\n"
+            "assert not any(m == 'ray' or m.startswith('ray.') for m in sys.modules"
+            " if sys.modules[m] is not None)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
