@@ -3,7 +3,9 @@
     python benchmarks/scan_cpu.py [--repeats 3] [--lengths 256 1024 4096] [--skip-reference-above L]
 
 Shapes as a Mamba layer calls the scan: batch 4, dim 256, state 16, with D, z, Δ bias and
-softplus. Each cell is the median wall time of `--repeats` runs after `--warmup` runs.
+softplus. Each cell is the median wall time of `--repeats` runs after `--warmup` runs;
+the backends alternate run by run. Timings on a shared machine are noisy: the load average
+is printed before and after.
 """
 
 from __future__ import annotations
@@ -43,15 +45,18 @@ def fwd_bwd(backend: str, inputs: dict, weight: torch.Tensor) -> None:
     torch.autograd.grad((out * weight).sum(), list(inputs.values()))
 
 
-def median_ms(fn: Callable[[], None], warmup: int, repeats: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
+def median_ms(fns: dict[str, Callable[[], None]], warmup: int, repeats: int) -> dict[str, float]:
+    """Median wall ms per function; runs interleaved so a shared machine's load hits all alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: 1000 * statistics.median(t) for name, t in times.items()}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -79,16 +84,14 @@ def main(argv=None) -> int:
     for length in args.lengths:
         inputs = make_inputs(args.batch, args.dim, args.state, length)
         weight = torch.randn(args.batch, args.dim, length)
-        ms = {}
-        for backend in BACKENDS:
-            skip = args.skip_reference_above is not None and length > args.skip_reference_above
-            if backend == "reference" and skip:
-                continue
-            ms[backend] = median_ms(partial(fwd_bwd, backend, inputs, weight),
-                                    args.warmup, args.repeats)
+        skip = args.skip_reference_above is not None and length > args.skip_reference_above
+        fns = {b: partial(fwd_bwd, b, inputs, weight) for b in BACKENDS
+               if not (b == "reference" and skip)}
+        ms = median_ms(fns, args.warmup, args.repeats)
         ref = f"{ms['reference']:11.1f}" if "reference" in ms else f"{'skipped':>11}"
         speedup = f"{ms['reference'] / ms['chunked']:8.1f}x" if "reference" in ms else f"{'-':>9}"
         print(f"{length:>6} {ref} {ms['chunked']:9.1f} {speedup}", flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -22,18 +22,18 @@ def output_power(kind: str, length: int, dt_rule: bool) -> float:
     the rule's Δ* = 1/√(L·λ_max) spread log-uniformly ×/÷ √10, or 0.01 everywhere.
     """
     torch.manual_seed(0)
-    channels = 16
+    channels, batch = 64, 16
     mixer = S4DMixer(channels, channels, d_state=16)
     with torch.no_grad():
         mixer.A_re.zero_()
-    x = signals.make(kind, 16 * channels, length, rho=0.99, seed=length).float()
+    x = signals.make(kind, batch * channels, length, rho=0.99, seed=length).float()
     if dt_rule:
         dt_star = autocorr.timescale(autocorr.lambda_max(x), length)
         spread = torch.linspace(-0.5, 0.5, channels)
         mixer.reset_dt(dt_star * 10.0 ** spread)
     else:
         mixer.reset_dt(torch.full((channels,), 0.01))
-    u = x.reshape(16, channels, length)
+    u = x.reshape(batch, channels, length)
     with torch.no_grad():
         y = fft_conv(u, mixer.kernel(length))
     return float(y[..., -1].pow(2).mean())

@@ -154,7 +154,7 @@ def test_every_parameter_has_its_documented_role(output: str, ssm_roles: str) ->
     roles = assign_roles(model)
     names = {n for n, _ in model.named_parameters()}
     assert set(roles) == names
-    mixer = {n.split("mixer.", 1)[1]: r for n, r in roles.items() 
+    mixer = {n.split("mixer.", 1)[1]: r for n, r in roles.items()
              if n.startswith("layers.0.mixer.")}
     b, c = ("ssm_B", "ssm_C") if ssm_roles == "ssm" else ("vector", "vector")
     expected = {"A_re": "vector", "A_im": "vector", "log_dt": "vector", "D": "vector",

@@ -132,6 +132,22 @@ def test_output_dtype_follows_u_and_states_stay_float32(dtype, tol):
     assert rel_err(out, ref) < tol  # both compute in float32; bf16 rounds the output only
 
 
+@pytest.mark.parametrize("layout", ["batch_time_channel", "time_major"])
+def test_strided_inputs_give_the_same_result(layout):
+    inputs = make_inputs(2, 37, 6, 40, seed=9)
+    dense = selective_scan_chunked(inputs["u"], inputs["delta"], inputs["A"], inputs["B"],
+                                   inputs["C"], z=inputs["z"], delta_softplus=True, chunk=7)
+    # the same values stored (batch, L, c) as linear layers emit them, or (L, batch, c)
+    order = (0, 2, 1) if layout == "batch_time_channel" else (2, 0, 1)
+    inverse = [order.index(i) for i in range(3)]
+    strided = {k: inputs[k].permute(order).contiguous().permute(inverse)
+               for k in ("u", "delta", "B", "C", "z")}
+    out = selective_scan_chunked(strided["u"], strided["delta"], inputs["A"], strided["B"],
+                                 strided["C"], z=strided["z"], delta_softplus=True, chunk=7)
+    assert not strided["u"].is_contiguous()
+    assert rel_err(out, dense) < 1e-6  # elementwise kernels may round the last bit differently
+
+
 def test_backward_keeps_no_state_sized_tensor():
     batch, dim, n, length = 2, 32, 16, 256
     inputs = make_inputs(batch, dim, n, length, seed=2)

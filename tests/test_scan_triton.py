@@ -6,6 +6,7 @@ anything builds them) at tiny shapes; with CUDA the same tests run compiled, plu
 
 import importlib
 import os
+import subprocess
 import sys
 
 import pytest
@@ -65,7 +66,7 @@ def fast_scan(monkeypatch):
 
 def make_inputs(batch, dim, n, L, dtype=torch.float32, seed=0, D=True, z=True,
                 delta_bias=True, delta_softplus=True):
-    """Random leaves (never zeros) shaped as selective_scan_ref; Δ positive before the gate."""
+    """Random leaves (never zeros) shaped as selective_scan_ref; Δ positive without softplus."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape, scale=1.0, shift=0.0):
@@ -110,7 +111,6 @@ def assert_matches_reference(shape, options, dtype=torch.float32, config=SMALL_C
         errors[name] = rel_err(grads[name], ref)
     worst = max(errors, key=errors.get)
     assert errors[worst] < TOL[dtype], f"{worst}: {errors}"
-    assert len(errors) == 1 + len(ref_grads)
 
 
 @pytest.mark.parametrize("options", [
@@ -215,6 +215,27 @@ def test_config_sizes_must_be_powers_of_two():
         ScanConfig(chunk=48)
 
 
+def _has_nvidia_backend() -> bool:
+    import triton.backends
+
+    return "nvidia" in getattr(triton.backends, "backends", {})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_nvidia_backend(), reason="triton build without the CUDA backend")
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_kernels_compile_for_hopper(dtype):
+    """What the interpreter cannot check: the compiler accepts both kernels for sm_90 (no GPU
+    needed; a fresh process, since this one builds interpreted kernels)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mutransfer.ops.triton_compile_check", "--arch", "90",
+         "--dtype", dtype], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "scan_fwd_kernel: sm_90 cubin" in done.stdout
+    assert "scan_bwd_kernel: sm_90 cubin" in done.stdout
+
+
 FULL = dict(batch=2, dim=1536, n=16, L=1000)
 
 
@@ -223,8 +244,8 @@ FULL = dict(batch=2, dim=1536, n=16, L=1000)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("options", [ALL, NONE], ids=["all", "none"])
 @pytest.mark.parametrize("reverse_by_flip", [False, True], ids=["reverse", "flip"])
-def test_full_shapes_on_gpu(dtype, options, reverse_by_flip):
+def test_full_shapes_on_gpu(dtype, options, reverse_by_flip, monkeypatch):
     """Default launch sizes; L = 1000 is not a multiple of the chunk."""
-    torch.backends.cuda.matmul.allow_tf32 = False  # the reference's einsums in true fp32
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # true fp32 reference
     config = ScanConfig(reverse_by_flip=reverse_by_flip)
     assert_matches_reference(FULL, options, dtype=dtype, config=config, seed=5)

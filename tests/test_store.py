@@ -152,12 +152,20 @@ def test_a_trial_whose_steps_are_lost_is_incomplete(tmp_path):
     assert files(tmp_path / "trials") == ["part-aaaa.parquet.corrupt"]
 
 
-def test_write_is_atomic_a_failed_write_leaves_the_old_part(tmp_path):
+def test_write_is_atomic_a_failed_write_leaves_the_old_part(tmp_path, monkeypatch):
+    from mutransfer.results import store as store_module
+
     target = tmp_path / "trials" / "part-x.parquet"
     write_part_atomic(pd.DataFrame({"a": [1]}), target)
-    bad = pd.DataFrame({"a": [object()]})  # cannot be converted to Arrow
-    with pytest.raises(Exception):
-        write_part_atomic(bad, target)
+
+    def disk_full(table, sink, **kw):
+        sink.write(b"PAR1 half a file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module.pq, "write_table", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        write_part_atomic(pd.DataFrame({"a": [2]}), target)
+    monkeypatch.undo()
     assert pd.read_parquet(target)["a"].tolist() == [1]
     assert files(tmp_path / "trials") == ["part-x.parquet"]  # no temp file left behind
 

@@ -26,7 +26,8 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="PARAM.ROLE.ENTRY=VALUE",
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
-    p.add_argument("--out", default="results/coord_check", help="output folder")
+    p.add_argument("--out", default="results/coord_check",
+                   help="output folder (RESULTS_DIR/coord_check puts it in that study's report)")
     p.add_argument("--tolerance", type=float, default=0.2)
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when a feature-learning parameterization fails or sp passes")
@@ -69,8 +70,8 @@ def _progress(done: int, total: int, what: str) -> None:
 
 def run(args) -> int:
     _check(args)
+    from mutransfer.analysis.coordplot import plot_coord_check
     from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config
-    from mutransfer.coord.plot import plot_coord
     from mutransfer.coord.verdict import slopes, strict_failures, verdicts
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
@@ -93,7 +94,7 @@ def run(args) -> int:
     coord.to_parquet(out / "coord.parquet", index=False)
     sl.to_parquet(out / "slopes.parquet", index=False)
     v.to_parquet(out / "verdicts.parquet", index=False)
-    png = plot_coord(coord, out / f"coord_check_{s.optimizer}.png", v)
+    png = plot_coord_check(coord, out / f"coord_check_{s.optimizer}.png")
     print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
           f"{s.seed_list()}, widths {s.widths}, {time.time() - t0:.0f} s")
     print(_slope_table(sl, s.steps))

@@ -3,17 +3,21 @@
 Same recurrence and float32 state as `reference.py` (h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,
 y_t = C_t · h_t), computed differently:
 
-- Time is cut into chunks of T steps, T chosen so that one chunk of (T, batch, dim, n) state
-  fits in cache. Per chunk: discretise (exp(ΔA) and ΔBu) as two whole-chunk ops, run the
-  recurrence as T in-place `addcmul_` on contiguous (batch, dim, n) slices, contract with C as
-  one batched matmul. Nothing of size (batch, dim, n, L) is kept unless states are asked for.
-- The backward recomputes each chunk's states from the state saved at its start (in reverse
-  chunk order), runs the adjoint recurrence G_t = C_t gy_t + exp(Δ_{t+1} A) G_{t+1} backwards,
-  and turns G into gradients with whole-chunk ops and batched matmuls.
+- Time is cut into chunks of T steps, T chosen so that a (T, batch, n, dim) chunk buffer stays
+  in cache. Per chunk: discretise (exp(ΔA) and ΔBu) as whole-chunk ops, run the recurrence as
+  T in-place `addcmul_` on contiguous (batch, n, dim) slices (iterating `unbind`-ed slices, see
+  reference.py), contract with C in one batched matmul. Only the state at each chunk start is
+  kept for the backward; nothing of size (batch, dim, n, L) unless states are asked for.
+- The backward walks the chunks in reverse: it recomputes the chunk's states from the saved
+  start state, runs the adjoint recurrence G_t = C_t gy_t + exp(Δ_{t+1} A) G_{t+1} backwards
+  in time, and turns G into all gradients with whole-chunk ops.
 
-No division or exp of a positive number occurs, so a very negative Δ·A underflows to 0 exactly
-as in the reference. Δ bias/softplus, D and the z gate are plain autograd around the scan.
-Summation order differs from the reference (float32 rounding only).
+Numerics: no division and no cumulative product, so a very negative Δ·A underflows to 0
+exactly as in the reference (no overflow, no NaN the reference does not have). exp is
+computed as exp2(Δ · A log2 e), one extra rounding of the argument; sums run in a different
+order. Δ bias/softplus, D and the z gate are plain autograd around the scan (common.py).
+Measured on 2 CPU cores (benchmarks/scan_cpu.py): over 10x faster than the reference at
+batch 4, dim 256, state 16, L = 1024, forward+backward.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from torch.autograd.function import once_differentiable
 
 from mutransfer.ops.common import ScanInputs, finish_output
 
-# elements of one (T, batch, dim, n) chunk buffer: 2^18 floats = 1 MiB, three buffers fit in L2/L3
-_CHUNK_ELEMS = 1 << 18
+# elements of one (T, batch, n, dim) chunk buffer: 2^19 floats = 2 MiB; the three or four
+# buffers in use fit the shared L3. 2^17..2^20 measured within noise of each other.
+_CHUNK_ELEMS = 1 << 19
 _LOG2E = 1.4426950408889634
 
 
@@ -40,9 +45,12 @@ def _time_major(x: torch.Tensor) -> torch.Tensor:
     times slower when L is a power of two (every row maps to the same cache set).
     """
     batch, c, length = x.shape
-    if x.permute(2, 0, 1).is_contiguous():  # already time-major in memory
-        return x.permute(2, 0, 1)
-    return x.contiguous().view(batch * c, length).t().contiguous().view(length, batch, c)
+    p = x.permute(2, 0, 1)
+    if p.is_contiguous():  # already time-major in memory
+        return p
+    if not x.is_contiguous():  # e.g. a transposed (batch, L, c) linear output: a row copy
+        return p.contiguous()
+    return x.view(batch * c, length).t().contiguous().view(length, batch, c)
 
 
 def _batch_major(x: torch.Tensor) -> torch.Tensor:
@@ -167,7 +175,8 @@ class _ChunkedScan(torch.autograd.Function):
                 gA += torch.mul(x, dt_c, out=tmp).sum(dim=(0, 1))
         g_delta = g_dtA.add_(g_du * ut)
         g_u = g_du.mul_(dt)
-        return (_batch_major(g_u), _batch_major(g_delta), gA.t(), _batch_major(gB),
+        gA = gA.t().contiguous() if ctx.needs_input_grad[2] else None
+        return (_batch_major(g_u), _batch_major(g_delta), gA, _batch_major(gB),
                 _batch_major(gC), None, None)
 
 

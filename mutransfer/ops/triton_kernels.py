@@ -9,8 +9,9 @@ along time, seeded with the state the previous chunk ended in. Looping over n ke
 2-D (time innermost, several steps per thread) and lets a program sum dB and dC over its
 BLOCK_D channels before one atomic add per element.
 
-Forward writes the state at the end of every chunk (the checkpoint, (batch, dim, n_chunks, n)
-float32) and reads it back as the next chunk's start. Backward walks the chunks from last to
+Forward writes the state at the end of every chunk (the checkpoint, (batch, n_chunks, n, dim)
+float32, channels innermost so each store is coalesced) and reads it back as the next chunk's
+start. Backward walks the chunks from last to
 first, recomputes a chunk's states from the checkpoint before it, and runs the adjoint
 recurrence g_t = C_t dy_t + exp(Δ_{t+1} A) g_{t+1} as a reverse scan (`_adjoint_combine`).
 """
@@ -59,6 +60,11 @@ def _reverse_adjoint_scan(a, fa, fb, BY_FLIP: tl.constexpr):
 
 
 @triton.jit
+def _pair_sum(a1, b1, a2, b2):
+    return a1 + a2, b1 + b2
+
+
+@triton.jit
 def _log1p(x):
     """log(1 + x) without losing small x (the classic (1+x)-1 correction)."""
     w = 1.0 + x
@@ -90,14 +96,14 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
                     out_ptr, ckpt_ptr, dim, L, N, n_chunks,
                     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
                     SOFTPLUS: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
-    """out = (C·h + D u) SiLU(z); ckpt[b, d, k, :] = state at the end of chunk k."""
-    pid_b = tl.program_id(0)
+    """out = (C·h + D u) SiLU(z); ckpt[b, k, :, d] = state at the end of chunk k."""
+    pid_b = tl.program_id(0).to(tl.int64)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_mask = offs_d < dim
     steps = tl.arange(0, CHUNK)
-    chan = pid_b.to(tl.int64) * dim + offs_d  # flat (batch, channel) index
+    chan = pid_b * dim + offs_d  # flat (batch, channel) index
     row = chan * L
-    bc_base = pid_b.to(tl.int64) * N * L
+    bc_base = pid_b * N * L
     bias = tl.zeros((BLOCK_D,), tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
@@ -113,19 +119,19 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         y = tl.zeros((BLOCK_D, CHUNK), tl.float32)
         # the state is carried between chunks through the checkpoint itself: cheaper than
         # picking column n out of a (BLOCK_D, n) register tile at every n
-        h_prev_ptr = ckpt_ptr + (chan * n_chunks + tl.maximum(k - 1, 0)) * N
-        h_end_ptr = ckpt_ptr + (chan * n_chunks + k) * N
+        h_prev_ptr = ckpt_ptr + (pid_b * n_chunks + tl.maximum(k - 1, 0)) * N * dim + offs_d
+        h_end_ptr = ckpt_ptr + (pid_b * n_chunks + k) * N * dim + offs_d
         for n in range(N):
             a_n = tl.load(A_ptr + offs_d * N + n, mask=d_mask, other=0.0).to(tl.float32)
             b_n = tl.load(B_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
             c_n = tl.load(C_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
             decay, drive = tl.associative_scan(
                 (tl.exp2(dt * (a_n * LOG2E)[:, None]), dtu * b_n[None, :]), 1, _affine_combine)
-            h_prev = tl.load(h_prev_ptr + n, mask=d_mask, other=0.0)
+            h_prev = tl.load(h_prev_ptr + n * dim, mask=d_mask, other=0.0)
             h = drive + decay * tl.where(k > 0, h_prev, 0.0)[:, None]
             y += h * c_n[None, :]
             h_end = tl.sum(tl.where(steps[None, :] == CHUNK - 1, h, 0.0), axis=1)
-            tl.store(h_end_ptr + n, h_end, mask=d_mask)
+            tl.store(h_end_ptr + n * dim, h_end, mask=d_mask)
         out = y + skip[:, None] * u
         if HAS_Z:
             zz = tl.load(z_ptr + row[:, None] + t[None, :], mask=mask, other=0.0)
@@ -149,14 +155,14 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     """Gradients. dB, dC (batch, n, L) float32 are accumulated with atomic adds, one per
     program and element (already summed over the program's BLOCK_D channels); dA, dD and
     dΔbias are written per (batch, channel) and summed over batch by the caller."""
-    pid_b = tl.program_id(0)
+    pid_b = tl.program_id(0).to(tl.int64)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_mask = offs_d < dim
     cols = tl.arange(0, N_PAD)
     steps = tl.arange(0, CHUNK)
-    chan = pid_b.to(tl.int64) * dim + offs_d
+    chan = pid_b * dim + offs_d
     row = chan * L
-    bc_base = pid_b.to(tl.int64) * N * L
+    bc_base = pid_b * N * L
     bias = tl.zeros((BLOCK_D,), tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
@@ -183,12 +189,12 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         g_drive = tl.zeros((BLOCK_D, CHUNK), tl.float32)  # sum_n B_n g
         y = tl.zeros((BLOCK_D, CHUNK), tl.float32)
         # state entering this chunk: the checkpoint of the chunk before (zero for the first)
-        h_start_ptr = ckpt_ptr + (chan * n_chunks + tl.maximum(k - 1, 0)) * N
+        h_start_ptr = ckpt_ptr + (pid_b * n_chunks + tl.maximum(k - 1, 0)) * N * dim + offs_d
         has_start = k > 0
-        # s = a_t g_t at the start of the later chunk, carried in a (batch, dim, 2, n) scratch:
+        # s = a_t g_t at the start of the later chunk, carried in a (batch, 2, n, dim) scratch:
         # read the slot of the previous iteration, write the other (no read/write race)
-        s_in_ptr = carry_ptr + (chan * 2 + (kk + 1) % 2) * N
-        s_out_ptr = carry_ptr + (chan * 2 + kk % 2) * N
+        s_in_ptr = carry_ptr + (pid_b * 2 + (kk + 1) % 2) * N * dim + offs_d
+        s_out_ptr = carry_ptr + (pid_b * 2 + kk % 2) * N * dim + offs_d
         for n in range(N):
             a_n = tl.load(A_ptr + offs_d * N + n, mask=d_mask, other=0.0).to(tl.float32)
             b_n = tl.load(B_ptr + bc_base + n * L + t, mask=t_mask, other=0.0).to(tl.float32)
@@ -196,24 +202,28 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
             a = tl.exp2(dt * (a_n * LOG2E)[:, None])
             drive = dtu * b_n[None, :]
             decay, acc = tl.associative_scan((a, drive), 1, _affine_combine)
-            h_start = tl.load(h_start_ptr + n, mask=d_mask, other=0.0)
+            h_start = tl.load(h_start_ptr + n * dim, mask=d_mask, other=0.0)
             h = acc + decay * tl.where(has_start, h_start, 0.0)[:, None]
             if HAS_Z:
                 y += h * c_n[None, :]
-            tl.atomic_add(dC_ptr + bc_base + n * L + t, tl.sum(dy * h, axis=0), mask=t_mask)
             # adjoint g_t = C_t dy_t + a_{t+1} g_{t+1}, continued from the later chunk
             _, fa, fb = _reverse_adjoint_scan(a, tl.full((BLOCK_D, CHUNK), 1.0, tl.float32),
                                               dy * c_n[None, :], BY_FLIP)
-            s_in = tl.load(s_in_ptr + n, mask=d_mask, other=0.0)
+            s_in = tl.load(s_in_ptr + n * dim, mask=d_mask, other=0.0)
             g = fb + fa * tl.where(kk > 0, s_in, 0.0)[:, None]
-            s_out = tl.sum(tl.where(steps[None, :] == 0, a * g, 0.0), axis=1)
-            tl.store(s_out_ptr + n, s_out, mask=d_mask)
             # h - drive = a_t h_{t-1}: dL/da_t * a_t without shifting h by one step
             g_ah = g * (h - drive)
             g_decay += g_ah * a_n[:, None]
             g_drive += g * b_n[None, :]
-            dA_acc += tl.where(cols[None, :] == n, tl.sum(g_ah * dt, axis=1)[:, None], 0.0)
-            tl.atomic_add(dB_ptr + bc_base + n * L + t, tl.sum(g * dtu, axis=0), mask=t_mask)
+            # sums over time (s to the chunk before, dA) and over channels (dB, dC), paired
+            s_out, dA_n = tl.reduce((tl.where(steps[None, :] == 0, a * g, 0.0), g_ah * dt), 1,
+                                    _pair_sum)
+            tl.store(s_out_ptr + n * dim, s_out, mask=d_mask)
+            dA_acc += tl.where(cols[None, :] == n, dA_n[:, None], 0.0)
+            dB_n, dC_n = tl.reduce((g * dtu, dy * h), 0, _pair_sum)
+            bc_offs = bc_base + n * L + t
+            tl.atomic_add(dB_ptr + bc_offs, dB_n, mask=t_mask, sem="relaxed")
+            tl.atomic_add(dC_ptr + bc_offs, dC_n, mask=t_mask, sem="relaxed")
         du = g_drive * dt + dy * skip[:, None]
         ddt = g_decay + g_drive * u
         if HAS_Z:

@@ -3,7 +3,7 @@
 Same inputs and options as `selective_scan_reference`. The Δ bias and softplus, the D skip
 and the SiLU(z) gate are fused into the kernels; state and accumulation are float32, inputs
 float32 or bf16, outputs in u's dtype. Memory: forward saves its inputs and one float32
-state per chunk, (batch, dim, ceil(L / chunk), n); backward recomputes the states inside each
+state per chunk, (batch, ceil(L / chunk), n, dim); backward recomputes the states inside each
 chunk from that checkpoint (as the CUDA kernel of state-spaces/mamba does) instead of storing
 all (batch, dim, n, L) of them.
 
@@ -29,7 +29,12 @@ from mutransfer.errors import UserError
 
 @dataclass(frozen=True)
 class ScanConfig:
-    """Launch parameters. `chunk` is also the checkpoint interval; all sizes powers of two."""
+    """Launch parameters. `chunk` is also the checkpoint interval; all sizes powers of two.
+
+    Defaults from a static look at sm_90a code (triton 3.9 + ptxas, bf16, not yet timed on a
+    GPU): the forward tile of 32 x 64 over 8 warps uses 118 registers, the backward tile over
+    16 warps 128, neither spills; `benchmarks/scan.py --sweep` times the alternatives.
+    """
 
     chunk: int = 64
     fwd_block_d: int = 32
@@ -107,12 +112,12 @@ def _grid(batch: int, dim: int, block_d: int) -> tuple[int, int]:
 
 
 def _forward(kernels, u, delta, A, B, C, D, z, delta_bias, softplus, config):
-    """Returns out (u's dtype) and the chunk checkpoints (batch, dim, n_chunks, n) float32."""
+    """Returns out (u's dtype) and the chunk checkpoints (batch, n_chunks, n, dim) float32."""
     batch, dim, L = u.shape
     n = A.shape[1]
     chunks = n_chunks(L, config)
     out = torch.empty_like(u)
-    ckpt = torch.empty(batch, dim, chunks, n, device=u.device, dtype=torch.float32)
+    ckpt = torch.empty(batch, chunks, n, dim, device=u.device, dtype=torch.float32)
     kernels.scan_fwd_kernel[_grid(batch, dim, config.fwd_block_d)](
         u, delta, A, B, C, D if D is not None else u, z if z is not None else u,
         delta_bias if delta_bias is not None else u, out, ckpt, dim, L, n, chunks,
@@ -132,13 +137,13 @@ def _backward(kernels, saved, dout, softplus, config):
     dz = torch.empty_like(z) if z is not None else None
     dB, dC = torch.zeros(batch, n, L, **f32), torch.zeros(batch, n, L, **f32)
     dA_part = torch.empty(batch, dim, n, **f32)
-    carry = torch.empty(batch, dim, 2, n, **f32)  # the adjoint's chunk-to-chunk scratch
+    carry = torch.empty(batch, 2, n, dim, **f32)  # the adjoint's chunk-to-chunk scratch
     dD_part, dbias_part = torch.empty(batch, dim, **f32), torch.empty(batch, dim, **f32)
     kernels.scan_bwd_kernel[_grid(batch, dim, config.bwd_block_d)](
         u, delta, A, B, C, D if D is not None else u, z if z is not None else u,
         delta_bias if delta_bias is not None else u, ckpt, carry, dout,
         du, ddelta, dz if dz is not None else du, dB, dC, dA_part, dD_part, dbias_part,
-        dim, L, n, ckpt.shape[2],
+        dim, L, n, ckpt.shape[1],
         HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None,
         SOFTPLUS=softplus, BLOCK_D=config.bwd_block_d, CHUNK=config.chunk,
         N_PAD=_pow2(n), BY_FLIP=config.reverse_by_flip, num_warps=config.bwd_warps)

@@ -70,20 +70,15 @@ def _short(value: Any) -> str:
 
 
 def error_reason(trial: Any) -> str:
-    """One line: the exception the trial raised (not Ray's wrapping and traceback)."""
-    err = None
+    """One line: the exception the trial raised, from the text trace Tune keeps for it
+    (its last line is `Type: message`; Ray's wrapping and traceback come before)."""
+    path = getattr(trial, "error_file", None)
     try:
-        err = trial.get_pickled_error() or trial.get_error()
-    except Exception:
-        pass
-    if err is None:
-        return "unknown error"
-    cause = getattr(err, "cause", None)
-    if isinstance(cause, BaseException):
-        text = f"{type(cause).__name__}: {cause}"
-        return _first_line(text)
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    return _first_line(lines[-1] if lines else type(err).__name__)
+        with open(path) as f:  # Tune's own text file, appended at each failure
+            lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+    except (OSError, TypeError):
+        lines = []
+    return _first_line(lines[-1]) if lines else "unknown error (see Ray's logs)"
 
 
 def _first_line(text: str, limit: int = 300) -> str:

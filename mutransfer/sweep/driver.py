@@ -58,11 +58,15 @@ def check_data_present(plan: Plan) -> None:
         try:
             load_data(TrialConfig.model_validate({"data": data}).data)
         except UserError as exc:
-            raise UserError(f"{plan.source}: data: {exc}") from None
+            path = data.get("path")
+            hint = (f"; put the data at {path} (see the comment at the top of the sweep "
+                    f"file) or change data.path") if path and path in str(exc) else ""
+            raise UserError(f"{plan.source}: data: {exc}{hint}") from None
 
 
 def run_sweep(args: SweepArgs) -> int:
-    """0: every cell complete; 1: some trials failed for good (re-run to retry them)."""
+    """0: every cell complete; 1: some trials failed for good (re-run to retry them);
+    130: stopped (Ctrl-C) before every trial finished (re-run to resume)."""
     out = args.out
     plan = prepare(args.path, args.storage, args.address)
     store = Store(plan.spec.storage_location)
@@ -75,20 +79,24 @@ def run_sweep(args: SweepArgs) -> int:
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
     _header(plan, store, state, work.n_trials, out)
-    failed = 0
+    failed = unfinished = 0
     if work.n_trials == 0:
         print("0 trials to run: every cell is complete", file=out)
     else:
         outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
                                                         args.num_gpus, out))
-        failed = outcome.failed
+        failed, unfinished = outcome.failed, outcome.unfinished
         print(f"ran {outcome.to_run} trials in {fmt_duration(outcome.elapsed_s)}: "
               f"{outcome.complete} complete, {outcome.diverged} diverged, {outcome.failed} "
-              f"failed", file=out)
+              f"failed" + (f", {unfinished} unfinished" if unfinished else ""), file=out)
     out.flush()
     print_summary(store, out, analysis=args.analysis)
     if failed:
         print(f"{failed} trials failed for good; run the sweep again to retry them", file=out)
+    if unfinished:
+        print(f"stopped with {unfinished} trials unfinished; run the sweep again to resume",
+              file=out)
+        return 130
     return 1 if failed else 0
 
 

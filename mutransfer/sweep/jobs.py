@@ -30,6 +30,8 @@ def dashboard_address(address: str) -> str:
 
 def client(address: str) -> Any:
     """A JobSubmissionClient connected to `address`, or a one-line UserError."""
+    import logging
+
     from mutransfer.sweep.cluster import quiet_ray_env
 
     quiet_ray_env()
@@ -37,10 +39,12 @@ def client(address: str) -> Any:
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:  # pragma: no cover - ray is a dependency
         raise UserError(f"the Ray Jobs API is not available ({exc})") from None
+    for name in ("ray", "ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk"):
+        logging.getLogger(name).setLevel(logging.WARNING)  # no "creating a file package" lines
     url = dashboard_address(address)
     _probe_dashboard(address, url)
     try:
-        return JobSubmissionClient(url)
+        return _connect(JobSubmissionClient, url)
     except RuntimeError as exc:
         if "ray[default]" in str(exc):
             raise UserError("submitting jobs needs Ray's HTTP client: pip install "
@@ -49,6 +53,45 @@ def client(address: str) -> Any:
     except (ConnectionError, OSError, ValueError) as exc:
         raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
                         f"({_first_line(exc)})") from None
+
+
+def _connect(client_cls: Any, url: str) -> Any:
+    """Connect; a cluster with token authentication (the default of Ray >= 2.5x clusters)
+    gets the local token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) on a
+    second try, as `ray.init` would send it."""
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return client_cls(url)
+    except AuthenticationError:
+        if not _enable_token_auth():
+            raise UserError(f"{url}: the cluster requires an authentication token; set "
+                            f"RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on "
+                            f"the head)") from None
+    try:
+        return client_cls(url)
+    except AuthenticationError:
+        raise UserError(f"{url}: the cluster refused the authentication token; set "
+                        f"RAY_AUTH_TOKEN to the cluster's token") from None
+
+
+def _enable_token_auth() -> bool:
+    """Switch Ray's client to token authentication when a local token exists."""
+    import logging
+
+    try:  # Ray's own helper (private; absent in other versions: then no token support)
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return False
+    logger = logging.getLogger("ray")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
+    try:
+        return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+    finally:
+        logger.setLevel(level)
 
 
 def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:

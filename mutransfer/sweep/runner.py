@@ -39,6 +39,11 @@ class RunOutcome:
     failed: int = 0
     elapsed_s: float = 0.0
 
+    @property
+    def unfinished(self) -> int:
+        """Trials that neither finished nor failed: the run was stopped (Ctrl-C)."""
+        return max(0, self.to_run - self.complete - self.diverged - self.failed)
+
 
 @dataclass
 class Work:
@@ -104,6 +109,11 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
             shutil.rmtree(tmp, ignore_errors=True)
     outcome.complete, outcome.diverged = progress.complete, progress.diverged
     outcome.failed = progress.failed
+    if not plan.adaptive:  # the store is the truth (a stop can skip Tune's callbacks)
+        done = store.scan(repair=False).complete
+        rows = [done[c.trial_id] for c in work.cells if c.trial_id in done]
+        outcome.diverged = sum(1 for r in rows if r.get("status") == "diverged")
+        outcome.complete = len(rows) - outcome.diverged
     outcome.elapsed_s = time.monotonic() - start
     return outcome
 
