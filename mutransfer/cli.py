@@ -36,8 +36,15 @@ def _available() -> list[tuple[str, str, str]]:
     return found
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (`error: ...`) and exit code 2, like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mutransfer", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="mutransfer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module, help_ in _available():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -61,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
     except Exception as exc:  # pydantic errors raised outside a loader still become one line
         if type(exc).__name__ == "ValidationError":
             print(f"error: {format_validation_error(exc)}", file=sys.stderr)

@@ -18,9 +18,11 @@ import torch.nn.functional as F
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
 from mutransfer.models.build import build_model
+from mutransfer.models.data_init import needs_sample
 from mutransfer.optim import lr_factor, make_optimizer, set_lr
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
+SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -108,7 +110,10 @@ def run_trial(config: TrialConfig, report: Report | None = None) -> TrialResult:
     torch.manual_seed(t.seed)
     device = resolve_device(t.device)
     source = load_data(config.data)
-    model = build_model(config, source.spec).to(device)
+    # a sample for data-dependent init schemes, from its own stream so training data is untouched
+    sample = (next(source.batches("train", 16, t.seq_len, seed=SAMPLE_SEED + t.seed))
+              if needs_sample(config.model) else None)
+    model = build_model(config, source.spec, sample=sample).to(device)
     opt = make_optimizer(model, config)
     stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss))
     eval_set = _eval_batches(source, config)

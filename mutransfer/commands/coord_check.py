@@ -16,13 +16,13 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
     p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    p.add_argument("--lr", type=float, default=None, help="default: 0.01 (adam), 0.1 (sgd)")
-    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--lr", type=float, default=None, help="default: 0.003 (adam), 0.1 (sgd)")
+    p.add_argument("--steps", type=int, default=3)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
     p.add_argument("--n-layer", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--seq-len", type=int, default=32)
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="PARAM.ROLE.ENTRY=VALUE",
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
@@ -78,7 +78,7 @@ def run(args) -> int:
 
     s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
                       optimizer=args.optimizer,
-                      lr=args.lr or (1e-2 if args.optimizer == "adam" else 0.1),
+                      lr=args.lr or (3e-3 if args.optimizer == "adam" else 0.1),
                       steps=args.steps, seeds=args.seeds, base_width=args.base_width,
                       n_layer=args.n_layer, batch_size=args.batch_size, seq_len=args.seq_len,
                       overrides=_parse_overrides(args.overrides))

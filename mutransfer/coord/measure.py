@@ -23,14 +23,14 @@ class CoordSettings:
     widths: list[int]
     params: list[str]
     optimizer: str = "adam"
-    lr: float = 1e-2
-    steps: int = 4
+    lr: float = 3e-3
+    steps: int = 3
     seeds: list[int] | None = None
     base_width: int | None = None
     n_layer: int = 2
     d_state: int = 16
-    batch_size: int = 8
-    seq_len: int = 64
+    batch_size: int = 4
+    seq_len: int = 32
     overrides: dict | None = None  # parameterization -> role -> entry -> value
 
     def seed_list(self) -> list[int]:

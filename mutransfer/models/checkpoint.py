@@ -33,6 +33,9 @@ def from_reference(state: dict[str, torch.Tensor], d_state: int,
                 out[f"{head}{part_name}.weight"] = part.clone()
         else:
             out[local] = value
+        if local.endswith("mixer.A_log") and local.replace("A_log", "A_zero") not in state:
+            # the reference has no zero-real mask: no entry of A is pinned at 0
+            out[local.replace("A_log", "A_zero")] = torch.zeros_like(value)
     return out
 
 
@@ -45,6 +48,11 @@ def to_reference(state: dict[str, torch.Tensor], tied: bool = True) -> dict[str,
                 head = name[: -len("x_proj_dt.weight")]
                 fused = torch.cat([state[f"{head}{p}.weight"] for p in _SPLIT], dim=0)
                 out[f"{_PREFIX}{head}x_proj.weight"] = fused
+            continue
+        if name.endswith("mixer.A_zero"):
+            if value.any():
+                raise ValueError(f"{name}: entries of A pinned at zero have no equivalent in "
+                                 "the reference layout")
             continue
         if name.startswith("lm_head."):
             out[name] = value

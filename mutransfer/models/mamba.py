@@ -57,7 +57,7 @@ class MambaMixer(nn.Module):
         A = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(self.d_inner, 1)
         self.A_log = nn.Parameter(torch.log(A))  # S4D-real
         self.D = nn.Parameter(torch.ones(self.d_inner))
-        self.register_buffer("A_zero", torch.zeros(self.d_inner, d_state), persistent=False)
+        self.register_buffer("A_zero", torch.zeros(self.d_inner, d_state))
         self.param_roles = {"A_log": "vector", "D": "vector"}
         self.dt_min, self.dt_max, self.dt_init_floor = dt_min, dt_max, dt_init_floor
         self.reset_dt_bias()

@@ -163,6 +163,17 @@ class Store:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(f"storage {self.location}: not writable ({reason})") from None
 
+    def delete_if_no_results(self) -> bool:
+        """Remove the whole folder when it holds no Parquet part (only what a run set up:
+        empty tables, sweep.yaml); True when removed. Results are never deleted."""
+        if not self.exists():
+            return False
+        infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
+        if any(i.path.endswith(".parquet") or ".parquet." in i.path for i in infos):
+            return False
+        self.fs.delete_dir(self.root)
+        return True
+
     def write_text(self, name: str, text: str) -> None:
         """A small text file under the root, written atomically."""
         target = join(self.root, name)

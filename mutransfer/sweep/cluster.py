@@ -108,16 +108,26 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
             ray.shutdown()
 
 
+def check_local_resources(address: str | None, num_cpus: int | None,
+                          num_gpus: int | None) -> None:
+    """--num-cpus/--num-gpus: amounts for a local Ray only (checked before anything is written)."""
+    if (num_cpus is not None or num_gpus is not None) and address not in (None, "local"):
+        raise UserError("--num-cpus/--num-gpus set the resources of a local Ray; a cluster "
+                        "has its own")
+    if num_cpus is not None and num_cpus < 1:
+        raise UserError(f"--num-cpus {num_cpus}: give at least 1 CPU")
+    if num_gpus is not None and num_gpus < 0:
+        raise UserError(f"--num-gpus {num_gpus}: give 0 or more GPUs")
+
+
 def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) -> None:
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    check_local_resources(address, num_cpus, num_gpus)
     if address is None or address == "local":
         ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
                  include_dashboard=False, **quiet)
         return
     probe(address)
-    if num_cpus is not None or num_gpus is not None:
-        raise UserError("--num-cpus/--num-gpus set the resources of a local Ray; a cluster "
-                        "has its own")
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:

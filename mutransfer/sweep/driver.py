@@ -14,7 +14,7 @@ from typing import TextIO
 
 from mutransfer.errors import UserError
 from mutransfer.results.store import Store, StoreState
-from mutransfer.sweep.cluster import check_storage_reachable, probe
+from mutransfer.sweep.cluster import check_local_resources, check_storage_reachable, probe
 from mutransfer.sweep.grid import Plan, load_plan
 from mutransfer.sweep.listing import cell_listing, group_listing
 from mutransfer.sweep.progress import fmt_duration
@@ -69,9 +69,11 @@ def run_sweep(args: SweepArgs) -> int:
     130: stopped (Ctrl-C) before every trial finished (re-run to resume)."""
     out = args.out
     plan = prepare(args.path, args.storage, args.address)
+    check_local_resources(args.address, args.num_cpus, args.num_gpus)
     store = Store(plan.spec.storage_location)
     if args.dry_run:
         return dry_run(plan, store, out)
+    created = not store.exists()
     store.ensure_writable()
     state = store.scan(repair=True)
     for path in state.set_aside:
@@ -83,8 +85,15 @@ def run_sweep(args: SweepArgs) -> int:
     if work.n_trials == 0:
         print("0 trials to run: every cell is complete", file=out)
     else:
-        outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
-                                                        args.num_gpus, out))
+        try:
+            outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
+                                                            args.num_gpus, out))
+        except UserError:
+            # refused before any trial ran (e.g. no node has the GPUs a trial needs):
+            # a results folder this run created holds nothing yet, so it goes again
+            if created:
+                store.delete_if_no_results()
+            raise
         failed, unfinished = outcome.failed, outcome.unfinished
         print(f"ran {outcome.to_run} trials in {fmt_duration(outcome.elapsed_s)}: "
               f"{outcome.complete} complete, {outcome.diverged} diverged, {outcome.failed} "

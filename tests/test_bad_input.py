@@ -1,0 +1,223 @@
+"""Bad input, end to end: every malformed sweep file or command line below gives one line
+naming the problem, exit code 2, no traceback, and writes nothing.
+
+The malformed-file cases of tests/test_sweep_spec.py are not repeated here; these are the
+others: wrong types and ranges anywhere in the file, adaptive-search mistakes, command-line
+options (addresses, storage, resources, --set) and whole-process runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mutransfer.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = {
+    "name": "bad",
+    "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
+    "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5},
+}
+
+
+def sweep(axes: dict | None = None, **top) -> dict:
+    doc = {**BASE, **top}
+    if axes is not None:
+        doc["axes"] = axes
+    return doc
+
+
+def with_train(**train) -> dict:
+    return {**BASE, "train": {**BASE["train"], **train}}
+
+
+def with_model(**model) -> dict:
+    return {**BASE, "model": {**BASE["model"], **model}}
+
+
+# (case, sweep file content, text the one line must contain)
+BAD_FILES = [
+    ("unknown optimizer in train", with_train(optimizer="lion"), "train.optimizer"),
+    ("unknown parameterization in param", sweep(param={"name": "mup_sm"}), "param.name"),
+    ("width is text", sweep(width="wide"), "width"),
+    ("width under the minimum", sweep(width=4), "width"),
+    ("fixed width below base_width", sweep(width=8), "below model.base_width"),
+    ("empty width axis", sweep({"width": []}), "axes.width"),
+    ("negative width on the axis", sweep({"width": [-16]}), "axes.width"),
+    ("fractional width", sweep({"width": [16.5]}), "axes.width[0]"),
+    ("seed is text", sweep({"seed": ["a"]}), "axes.seed[0]"),
+    ("zero LR", sweep({"lr": [0]}), "axes.lr[0]"),
+    ("LR is a word", sweep({"lr": ["fast"]}), "axes.lr[0]"),
+    ("LR is a boolean", sweep({"lr": [True]}), "axes.lr[0]"),
+    ("empty LR list", sweep({"lr": []}), "axes.lr"),
+    ("LR range with zero points per octave",
+     sweep({"lr": {"log2": [-12, -4], "per_octave": 0}}), "per_octave"),
+    ("LR range to infinity", sweep({"lr": {"log2": [-12, float("inf")]}}), "axes.lr.log2"),
+    ("LR range with one bound", sweep({"lr": {"log2": [-12]}}), "log2"),
+    ("LR range upside down for one parameterization",
+     sweep({"parameterization": ["sp"], "lr": {"sp": {"log2": [-4, -12]}}}), "axes.lr.sp.log2"),
+    ("zero CPUs per trial", sweep(resources={"cpus_per_trial": 0}), "resources.cpus_per_trial"),
+    ("zero trials at once", sweep(resources={"max_concurrent": 0}), "resources.max_concurrent"),
+    ("negative retries", sweep(retries=-1), "retries"),
+    ("unknown search kind", sweep(search={"kind": "random"}), "search.kind"),
+    ("no trials per width", sweep({"lr": {"log2": [-10, -4]}},
+                                  search={"kind": "optuna", "trials_per_width": 0}),
+     "search.trials_per_width"),
+    ("adaptive search over one LR", sweep({"lr": [0.01]}, search={"kind": "optuna"}),
+     "axes.lr"),
+    ("adaptive search without an LR axis", sweep({"width": [16]}, search={"kind": "optuna"}),
+     "axes.lr"),
+    ("no name", {k: v for k, v in BASE.items() if k != "name"}, "name"),
+    ("name with a space", sweep(name="my sweep"), "name"),
+    ("model section is a list", sweep(model=[1, 2]), "model"),
+    ("axes is a list", sweep(axes=["lr"]), "axes"),
+    ("parameterization axis is one word", sweep({"parameterization": "mup"}),
+     "axes.parameterization"),
+    ("negative steps", with_train(steps=-5), "train.steps"),
+    ("no layers", with_model(n_layer=0), "model.n_layer"),
+    ("base_width is text", with_model(base_width="x"), "model.base_width"),
+    ("misspelled model field", with_model(nlayers=2), "model.nlayers"),
+    ("empty storage", sweep(storage=""), "storage"),
+    ("unknown data source", sweep(data={"source": "nosuch"}), "data.source"),
+    ("text data path that does not exist",
+     sweep(data={"source": "text", "path": "/nonexistent/corpus.txt"}),
+     "/nonexistent/corpus.txt"),
+]
+
+
+def write(path: Path, doc: dict | str) -> Path:
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def assert_one_line_error(capsys, rc: int, needle: str) -> str:
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case,doc,needle", BAD_FILES, ids=[c[0] for c in BAD_FILES])
+def test_a_malformed_sweep_file_is_refused_in_one_line_and_writes_nothing(
+        tmp_path, capsys, case, doc, needle):
+    storage = tmp_path / "results"
+    doc = {"storage": str(storage), **doc}
+    path = write(tmp_path / "sweep.yaml", doc)
+    for command in (["validate", "--data", str(path)], ["sweep", str(path)]):
+        assert_one_line_error(capsys, main(command), needle)
+    assert not storage.exists()
+
+
+def test_an_empty_file_and_a_scalar_file_are_refused(tmp_path, capsys):
+    storage = tmp_path / "results"
+    empty = write(tmp_path / "empty.yaml", "")
+    assert_one_line_error(capsys, main(["sweep", str(empty), "--storage", str(storage)]),
+                          "name")  # an empty file is an empty mapping: the name is missing
+    scalar = write(tmp_path / "scalar.yaml", "just some text\n")
+    assert_one_line_error(capsys, main(["sweep", str(scalar), "--storage", str(storage)]),
+                          "expected a mapping")
+    assert not storage.exists()
+
+
+# -- command lines -------------------------------------------------------------------------------
+
+def _ok_sweep(tmp_path: Path) -> Path:
+    return write(tmp_path / "ok.yaml", {**BASE, "storage": str(tmp_path / "results")})
+
+
+def _trial_config(tmp_path: Path) -> Path:
+    return write(tmp_path / "trial.yaml", {"model": BASE["model"], "train": BASE["train"]})
+
+
+# (case, argv built from the test folder, text the one line must contain)
+BAD_COMMANDS = [
+    ("missing sweep file", lambda t: ["sweep", str(t / "missing.yaml")], "no such file"),
+    ("a folder for a sweep file", lambda t: ["validate", str(t)], "no such file"),
+    ("dashboard address given to sweep",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "http://127.0.0.1:8265"],
+     "mutransfer submit"),
+    ("address without a port", lambda t: ["sweep", str(_ok_sweep(t)), "--address", "headnode"],
+     "HOST:PORT"),
+    ("address with a word for a port",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "127.0.0.1:gcs"], "HOST:PORT"),
+    ("address whose host does not resolve",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "no-such-host.invalid:6379"],
+     "cannot reach a Ray cluster"),
+    ("submit to an unreachable dashboard",
+     lambda t: ["submit", str(_ok_sweep(t)), "--address", "http://127.0.0.1:1",
+                "--working-dir", str(t)], "cannot reach the Ray dashboard"),
+    ("submit to a port out of range",
+     lambda t: ["submit", str(_ok_sweep(t)), "--address", "127.0.0.1:99999",
+                "--working-dir", str(t)], "not a valid HOST:PORT"),
+    ("logs from an unreachable dashboard",
+     lambda t: ["logs", "raysubmit_1", "--address", "http://127.0.0.1:1"], "cannot reach"),
+    ("storage under a regular file",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--storage", str(t / "ok.yaml" / "results")],
+     "not writable"),
+    ("storage with an unknown URI scheme",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--storage", "nosuchscheme://bucket/results"],
+     "nosuchscheme"),
+    ("negative --num-cpus", lambda t: ["sweep", str(_ok_sweep(t)), "--num-cpus", "-1"],
+     "--num-cpus"),
+    ("negative --num-gpus", lambda t: ["sweep", str(_ok_sweep(t)), "--num-gpus", "-1"],
+     "--num-gpus"),
+    ("--num-cpus with a cluster address",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--num-cpus", "2", "--address", "auto"],
+     "local Ray"),
+    ("--set without a value",
+     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps", "--out",
+                str(t / "results")], "expected key=value"),
+    ("--set of an unknown field",
+     lambda t: ["train", str(_trial_config(t)), "--set", "train.stepz=3", "--out",
+                str(t / "results")], "train.stepz"),
+    ("--set of the wrong type",
+     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps=many", "--out",
+                str(t / "results")], "train.steps"),
+    ("--set into a number",
+     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps.x=1", "--out",
+                str(t / "results")], "not a mapping"),
+]
+
+
+@pytest.mark.parametrize("case,argv,needle", BAD_COMMANDS, ids=[c[0] for c in BAD_COMMANDS])
+def test_a_bad_command_line_is_refused_in_one_line_and_writes_nothing(
+        tmp_path, capsys, case, argv, needle):
+    assert_one_line_error(capsys, main(argv(tmp_path)), needle)
+    assert not (tmp_path / "results").exists()  # the storage (or --out) named in every case
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["sweep", "{t}/missing.yaml"], "no such file"),
+    (["sweep", "{t}/ok.yaml", "--num-cpus", "-1"], "--num-cpus"),
+    (["sweep", "{t}/ok.yaml", "--address", "127.0.0.1:1"], "cannot reach"),
+], ids=["missing file", "negative cpus", "nothing listening"])
+def test_the_process_exits_2_with_one_line_and_no_traceback(tmp_path, argv, needle):
+    _ok_sweep(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "mutransfer.cli",
+                           *[a.format(t=tmp_path) for a in argv]],
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_a_trial_no_node_can_host_is_refused_and_leaves_no_folder(tmp_path, capsys):
+    """Found only once Ray reports its nodes: the folder the run had set up is removed."""
+    storage = tmp_path / "results"
+    path = write(tmp_path / "big.yaml", sweep(resources={"cpus_per_trial": 4096},
+                                              storage=str(storage)))
+    line = assert_one_line_error(capsys, main(["sweep", str(path), "--num-cpus", "1"]),
+                                 "resources.cpus_per_trial")
+    assert "4096" in line
+    assert not storage.exists()
