@@ -38,10 +38,11 @@ class Progress:
     def __call__(self, point: dict) -> None:
         step = point["step"]
         elapsed = time.perf_counter() - self.t0
-        eta = elapsed / step * (self.total - step) if step else float("nan")
-        line = (f"step {step:>6}/{self.total}  train {point['train_loss']:.4f}  "
+        eta = f"{elapsed / step * (self.total - step):4.0f}s" if step else "  --"
+        train = "   --  " if step == 0 else f"{point['train_loss']:.4f}"
+        line = (f"step {step:>6}/{self.total}  train {train}  "
                 f"eval {point['eval_loss']:.4f}  lr {point['lr']:.3g}  "
-                f"{point['tokens_per_s']:,.0f} tok/s  {elapsed:5.0f}s  ETA {eta:4.0f}s")
+                f"{point['tokens_per_s']:,.0f} tok/s  {elapsed:5.0f}s  ETA {eta}")
         bar = "#" * int(30 * step / self.total)
         if self.tty:
             print(f"\r[{bar:<30}] {line}", end="", file=self.stream, flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import sys
 from typing import Any
 
 from mutransfer.results.store import Store, versions
@@ -66,9 +67,22 @@ def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any
         "initial_loss": result.initial_loss, "steps_done": result.steps_done,
         "tokens": result.tokens, "wall_time_s": result.wall_time_s,
         "tokens_per_s": result.tokens_per_s, "search": payload.get("search", "grid"),
-        "host": socket.gethostname(), "versions": versions(),
+        "host": host_name(), "versions": versions(),
         "config": canonical_json(payload["config"]), "error": None,
     }
+
+
+def host_name() -> str:
+    """The hostname, and inside Ray the node's id (first 8 hex digits) after a slash: two
+    Ray nodes on one machine (containers, test clusters) are then told apart."""
+    host = socket.gethostname()
+    ray = sys.modules.get("ray")  # a Ray worker has imported it; never import it here
+    try:
+        if ray is not None and ray.is_initialized():
+            return f"{host}/{ray.get_runtime_context().get_node_id()[:8]}"
+    except Exception:  # outside Ray or an older API: the hostname alone
+        pass
+    return host
 
 
 def _flat(value: Any) -> Any:

@@ -1,0 +1,140 @@
+"""A real multi-node Ray cluster on 127.0.0.1 for tests: a head and worker nodes, each a
+`ray start --block` in its own process session, so that one node can be stopped alone (its
+session is killed) and everything is stopped at the end, also when a test fails.
+
+`ray stop` is not used: it stops every Ray on the machine, including ones that are not ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f}s")
+
+
+@dataclass
+class Node:
+    name: str
+    proc: subprocess.Popen
+    temp: Path
+
+    def stop(self) -> None:
+        """SIGKILL the node's `ray start` and every process of its session (raylet, workers)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=60)
+
+
+@dataclass
+class Cluster:
+    gcs_port: int
+    dashboard_port: int
+    nodes: list[Node] = field(default_factory=list)
+    # Ray >= 2.5x clusters authenticate with a token: this cluster has its own, and
+    # `env` (for every process that talks to it: nodes, CLI, drivers) carries it
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
+                "RAY_USAGE_STATS_ENABLED": "0"}
+
+    @property
+    def gcs(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def _start(self, name: str, args: list[str]) -> Node:
+        # short: Ray's socket paths have a length limit
+        temp = Path("/tmp") / f"mtc-{uuid.uuid4().hex[:8]}"
+        log = open(temp.with_suffix(".log"), "wb")  # noqa: SIM115 - the node keeps it
+        proc = subprocess.Popen([*RAY, "start", "--block", "--node-ip-address", "127.0.0.1",
+                                 "--temp-dir", str(temp), "--disable-usage-stats", *args],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **self.env})
+        node = Node(name, proc, temp)
+        self.nodes.append(node)
+        return node
+
+    def start_head(self, num_cpus: int, timeout_s: float = 240) -> Node:
+        node = self._start("head", ["--head", "--port", str(self.gcs_port), "--dashboard-port",
+                                    str(self.dashboard_port), "--dashboard-host", "127.0.0.1",
+                                    "--include-dashboard", "true", "--num-cpus", str(num_cpus),
+                                    "--resources", json.dumps({"head": 1})])
+        wait_for_port(self.gcs_port, timeout_s)
+        wait_for_port(self.dashboard_port, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while self.alive_nodes() < 1:  # the state API answers a little after the ports open
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the head did not report itself within {timeout_s:.0f}s")
+            time.sleep(1)
+        return node
+
+    def add_worker(self, num_cpus: int, name: str = "worker", timeout_s: float = 240) -> Node:
+        """A worker node with its own CPUs and a custom resource named `name`; returns when
+        the cluster counts it."""
+        before = self.alive_nodes()
+        node = self._start(name, ["--address", self.gcs, "--num-cpus", str(num_cpus),
+                                  "--resources", json.dumps({name: 1})])
+        deadline = time.monotonic() + timeout_s
+        while self.alive_nodes() <= before:
+            if node.proc.poll() is not None:
+                raise RuntimeError(f"ray start for {name} exited with {node.proc.returncode}: "
+                                   f"{node.temp.with_suffix('.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {name} did not join within {timeout_s:.0f}s")
+            time.sleep(1)
+        return node
+
+    def alive_nodes(self) -> int:
+        """Alive nodes, from the Ray state API (CLI, so this process does not join Ray)."""
+        done = subprocess.run([*RAY, "list", "nodes", "--address", self.gcs, "--format", "json",
+                               "--filter", "state=ALIVE"], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, **self.env})
+        try:
+            return len(json.loads(done.stdout))
+        except ValueError:
+            return 0
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
+        for node in self.nodes:
+            shutil.rmtree(node.temp, ignore_errors=True)
+            node.temp.with_suffix(".log").unlink(missing_ok=True)
+
+
+def start_cluster() -> Cluster:
+    return Cluster(free_port(), free_port())

@@ -1,0 +1,260 @@
+"""Faults during a sweep, with real processes, a real local Ray and the real trainer: after
+each one (and a re-run where the fault stops the sweep) every cell is stored exactly once,
+with each of its steps once.
+
+Faults: a trial's worker process is SIGKILLed; the driver is SIGKILLed three times at random
+moments (seeded); Parquet parts are truncated as by a crash mid-write; the results folder is
+read-only or the disk fills up (a small tmpfs, mounted here: skipped where mounting is not
+permitted; tests/test_bad_input.py covers a storage path under a regular file everywhere).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mutransfer.results.store import Store, read_tables
+from mutransfer.sweep.driver import SweepArgs, run_sweep
+from mutransfer.sweep.grid import load_plan
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL_EVERY = 5
+
+
+def write_sweep(tmp_path: Path, name: str, axes: dict, steps: int, storage: Path | None = None,
+                **top) -> Path:
+    doc = {"name": name, "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
+           "train": {"steps": steps, "batch_size": 2, "seq_len": 16, "eval_every": EVAL_EVERY,
+                     "eval_batches": 1},
+           "axes": axes, "storage": str(storage or tmp_path / name), **top}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def assert_every_cell_once(path: Path, steps: int) -> None:
+    """Every cell of the sweep complete exactly once, its steps rows unique and all there,
+    and on disk one trial part and one steps part per cell (nothing left over)."""
+    results = Path(yaml.safe_load(path.read_text())["storage"])
+    cells = sorted(c.trial_id for c in load_plan(path).cells)
+    tables = read_tables(results)
+    assert sorted(tables.trials["trial_id"]) == cells
+    assert (tables.trials["status"] == "complete").all()
+    assert not tables.steps.duplicated(["trial_id", "step"]).any()
+    expected = list(range(0, steps + 1, EVAL_EVERY))
+    for tid, rows in tables.steps.groupby("trial_id"):
+        assert rows["step"].tolist() == expected, tid
+    assert sorted(set(tables.steps["trial_id"])) == cells
+    assert len(list((results / "trials").glob("*.parquet"))) == len(cells)
+    assert len(list((results / "steps").glob("*.parquet"))) == len(cells)
+
+
+def ids_in(folder: Path) -> set[str]:
+    return {p.name.split("-")[1].split(".")[0] for p in folder.glob("part-*.parquet")}
+
+
+def start_driver(path: Path, log: Path) -> subprocess.Popen:
+    """`mutransfer sweep` in its own session: the Ray it starts can be found and killed."""
+    return subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
+                             "--no-analysis", "--num-cpus", "2"], cwd=REPO,
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver and every process of its session (the local Ray it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=60)
+
+
+def session_processes(sid: int, title: str) -> list[int]:
+    """Pids of processes in session `sid` whose command line starts with `title`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if os.getsid(int(entry.name)) == sid and cmdline.startswith(title):
+                found.append(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
+def wait_until(condition, proc: subprocess.Popen, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended (rc {proc.returncode}) before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# -- a trial's worker process dies ---------------------------------------------------------------
+
+def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
+    steps = 60
+    path = write_sweep(tmp_path, "worker", {"width": [16, 32], "lr": [0.001, 0.01]}, steps)
+    results, log = tmp_path / "worker", tmp_path / "worker.log"
+    proc = start_driver(path, log)
+    try:
+        def mid_trial_worker() -> list[int]:
+            running = ids_in(results / "steps") - ids_in(results / "trials")
+            return session_processes(proc.pid, "ray::ImplicitFunc") if running else []
+
+        victims = wait_until(mid_trial_worker, proc, 300, "a trial was running")
+        os.kill(victims[0], signal.SIGKILL)
+        assert proc.wait(timeout=400) == 0, log.read_text()
+    finally:
+        kill_session(proc)
+    out = log.read_text()
+    assert "retrying" in out and "0 failed" in out, out
+    assert_every_cell_once(path, steps)
+
+
+# -- the driver dies, again and again ------------------------------------------------------------
+
+def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_nothing(tmp_path):
+    steps = 40
+    rng = random.Random(8)
+    path = write_sweep(tmp_path, "driver", {"width": [16, 32], "lr": [0.001, 0.003, 0.01],
+                                            "seed": [0, 1]}, steps)
+    results, log = tmp_path / "driver", tmp_path / "driver.log"
+    killed_mid_trial = 0
+    for _ in range(3):
+        before = set(p.name for p in (results / "steps").glob("*.parquet")) \
+            if results.exists() else set()
+        proc = start_driver(path, log)
+        try:
+            # the moment: a random time after this run's first steps row was written
+            wait_until(lambda b=before: set(p.name for p in (results / "steps")
+                                            .glob("*.parquet")) - b, proc, 300,
+                       "this run wrote a steps row")
+            time.sleep(rng.uniform(0.0, 4.0))
+            running = ids_in(results / "steps") - ids_in(results / "trials")
+            proc.send_signal(signal.SIGKILL)
+            killed_mid_trial += bool(running)
+        finally:
+            kill_session(proc)
+    assert killed_mid_trial >= 1, "no kill landed while a trial was running"
+    assert len(read_tables(results).trials) < 12, "the sweep finished before the last kill"
+
+    out = io.StringIO()
+    assert run_sweep(SweepArgs(str(path), analysis=False, num_cpus=2, out=out)) == 0, \
+        out.getvalue()
+    assert "0 failed" in out.getvalue()
+    assert_every_cell_once(path, steps)
+
+
+# -- damaged parts, read-only and full storage (in this process, one local Ray) ------------------
+
+@pytest.fixture(scope="module")
+def ray_local():
+    from mutransfer.sweep.cluster import quiet_ray_env
+
+    quiet_ray_env()
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+def sweep(path: Path) -> tuple[int, str]:
+    out = io.StringIO()
+    return run_sweep(SweepArgs(str(path), analysis=False, out=out)), out.getvalue()
+
+
+def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_local):
+    steps = 10
+    path = write_sweep(tmp_path, "trunc", {"width": [16], "lr": [0.001, 0.003, 0.01]}, steps)
+    results = tmp_path / "trunc"
+    rc, out = sweep(path)
+    assert rc == 0, out
+    ids = sorted(ids_in(results / "trials"))
+    trial_part = results / "trials" / f"part-{ids[0]}.parquet"
+    steps_part = next((results / "steps").glob(f"part-{ids[1]}-*.parquet"))
+    for part in (trial_part, steps_part):  # a crash mid-write where rename is not atomic
+        part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+
+    rc, out = sweep(path)
+    assert rc == 0, out
+    # the two damaged parts, and the trial part whose steps were in the damaged steps part
+    assert out.count("set aside a damaged part") == 3, out
+    assert "3 cells, 1 complete, 2 to run" in out
+    assert (results / "trials" / f"{trial_part.name}.corrupt").exists()
+    assert Path(f"{steps_part}.corrupt").exists()
+    assert (results / "trials" / f"part-{ids[1]}.parquet.corrupt").exists()
+    assert_every_cell_once(path, steps)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs mounted for the test (needs CAP_SYS_ADMIN: skipped without it)."""
+    mnt = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def remount(mnt: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mnt)], check=True)
+
+
+def test_a_read_only_results_folder_is_refused_before_any_trial(tmp_path, small_tmpfs, capsys):
+    from mutransfer.cli import main
+
+    remount(small_tmpfs, "ro")  # read-only for root too, unlike chmod
+    path = write_sweep(tmp_path, "ro", {"lr": [0.001]}, 10, storage=small_tmpfs / "results")
+    assert main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not writable" in err and "Read-only" in err, err
+    assert not (small_tmpfs / "results").exists()
+
+
+def test_a_full_disk_fails_trials_with_the_reason_then_a_rerun_completes_them(
+        tmp_path, small_tmpfs, ray_local):
+    steps = 40
+    results = small_tmpfs / "results"
+    path = write_sweep(tmp_path, "full", {"width": [16, 32], "lr": [0.001, 0.01]}, steps,
+                       storage=results, retries=0)
+    rc, out = sweep(path)
+    assert rc == 1, out
+    assert "No space left on device" in out, out
+    state = Store(results).scan(repair=False)  # what is stored is whole: no half trial counts
+    assert len(state.complete) < 4
+    stored_steps = read_tables(results).steps
+    for tid in state.complete:
+        assert (stored_steps["trial_id"] == tid).sum() == steps // EVAL_EVERY + 1
+
+    remount(small_tmpfs, "size=16m")  # space freed: the same sweep finishes what is missing
+    rc, out = sweep(path)
+    assert rc == 0, out
+    assert_every_cell_once(path, steps)
