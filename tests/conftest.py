@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -20,3 +22,17 @@ def _few_threads():
 @pytest.fixture
 def byte_spec() -> DataSpec:
     return BYTES
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
+    from mutransfer.sweep.cluster import quiet_ray_env
+
+    quiet_ray_env()
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    yield
+    ray.shutdown()

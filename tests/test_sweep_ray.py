@@ -4,7 +4,6 @@ divergence, failures and adaptive search. One Ray instance serves the whole modu
 from __future__ import annotations
 
 import io
-import logging
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,6 @@ TINY = {
     "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
     "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5, "eval_batches": 1},
 }
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    from mutransfer.sweep.cluster import quiet_ray_env
-
-    quiet_ray_env()
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
-    yield
-    ray.shutdown()
 
 
 def write_sweep(tmp_path: Path, name: str, axes: dict, **top) -> Path:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.drift import drift_table
-from mutransfer.analysis.groups import Prepared, prepare
+from mutransfer.analysis.groups import GroupAxes, Prepared, prepare
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
 from mutransfer.analysis.regret import monotonicity_table, regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
@@ -22,7 +22,7 @@ FIT_POINTS = 5
 
 
 @dataclass
-class Analysis:
+class Analysis(GroupAxes):
     """The tables of one results folder, and how they were computed."""
 
     results_dir: str                 # as given: a local folder or a URI the store can open
@@ -50,14 +50,6 @@ class Analysis:
     def name(self) -> str:
         """The sweep's name, else the folder's."""
         return self.sweep or str(self.results_dir).rstrip("/").rsplit("/", 1)[-1]
-
-    @property
-    def family_cols(self) -> list[str]:
-        return ["parameterization", *self.axes]
-
-    @property
-    def group_cols(self) -> list[str]:
-        return [*self.family_cols, "width"]
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The written tables by file stem, in reading order."""

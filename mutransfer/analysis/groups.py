@@ -16,8 +16,23 @@ import pandas as pd
 from mutransfer.results.store import TRIAL_COLUMNS
 
 
+class GroupAxes:
+    """Column lists of a table grouped by parameterization, the other axes, and width."""
+
+    axes: list[str]
+
+    @property
+    def family_cols(self) -> list[str]:
+        """One family per parameterization and other-axis value: a line across widths."""
+        return ["parameterization", *self.axes]
+
+    @property
+    def group_cols(self) -> list[str]:
+        return [*self.family_cols, "width"]
+
+
 @dataclass
-class Prepared:
+class Prepared(GroupAxes):
     """Trials ready for analysis: failed trials dropped, `loss` NaN where a trial diverged."""
 
     trials: pd.DataFrame
@@ -25,13 +40,6 @@ class Prepared:
     fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
     n_failed: int = 0
 
-    @property
-    def family_cols(self) -> list[str]:
-        return ["parameterization", *self.axes]
-
-    @property
-    def group_cols(self) -> list[str]:
-        return [*self.family_cols, "width"]
 
 
 UNSET = "unset"

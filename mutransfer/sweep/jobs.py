@@ -89,9 +89,20 @@ def _enable_token_auth() -> bool:
     level = logger.level
     logger.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
     try:
+        _forget_cached_token()
         return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
     finally:
         logger.setLevel(level)
+
+
+def _forget_cached_token() -> None:
+    """Ray caches the token per process: re-read it, since RAY_AUTH_TOKEN may have changed."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+
+        AuthenticationTokenLoader.instance().reset_cache()
+    except (ImportError, AttributeError):
+        pass
 
 
 def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
