@@ -27,9 +27,10 @@ def byte_spec() -> DataSpec:
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
-    from mutransfer.sweep.cluster import quiet_ray_env
+    from mutransfer.sweep.cluster import quiet_ray_env, refresh_ray_auth
 
     quiet_ray_env()
+    refresh_ray_auth()
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,

@@ -118,15 +118,26 @@ class Cluster:
             time.sleep(1)
         return node
 
-    def alive_nodes(self) -> int:
+    def _alive(self) -> list[dict]:
         """Alive nodes, from the Ray state API (CLI, so this process does not join Ray)."""
         done = subprocess.run([*RAY, "list", "nodes", "--address", self.gcs, "--format", "json",
-                               "--filter", "state=ALIVE"], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **self.env})
+                               "--filter", "state=ALIVE", "--detail"], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, **self.env})
         try:
-            return len(json.loads(done.stdout))
+            return json.loads(done.stdout)
         except ValueError:
-            return 0
+            return []
+
+    def alive_nodes(self) -> int:
+        return len(self._alive())
+
+    def node_id(self, name: str) -> str:
+        """The Ray node id of the node started as `name` (it alone has the resource `name`)."""
+        ids = [n["node_id"] for n in self._alive()
+               if name in (n.get("resources_total") or {})]
+        if len(ids) != 1:
+            raise RuntimeError(f"{len(ids)} alive nodes have the resource {name}")
+        return ids[0]
 
     def stop(self) -> None:
         for node in reversed(self.nodes):

@@ -120,9 +120,27 @@ def check_local_resources(address: str | None, num_cpus: int | None,
         raise UserError(f"--num-gpus {num_gpus}: give 0 or more GPUs")
 
 
+def refresh_ray_auth() -> None:
+    """Ray caches its authentication mode and token per process: re-read both from the
+    environment (RAY_AUTH_MODE, RAY_AUTH_TOKEN) and ~/.ray/auth_token, which may have changed
+    since Ray first looked (a stale token makes a new local Ray refuse its own driver, a stale
+    mode makes a client send no token). Only while this process has no Ray running."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray without token authentication
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) -> None:
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     check_local_resources(address, num_cpus, num_gpus)
+    refresh_ray_auth()
     if address is None or address == "local":
         ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
                  include_dashboard=False, **quiet)

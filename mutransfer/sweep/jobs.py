@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError
-from mutransfer.sweep.cluster import check_storage_reachable
+from mutransfer.sweep.cluster import check_storage_reachable, refresh_ray_auth
 
 # Never uploaded: results, data, environments, caches (the job reads data where the
 # cluster has it, and writes results to the sweep's storage).
@@ -89,20 +89,10 @@ def _enable_token_auth() -> bool:
     level = logger.level
     logger.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
     try:
-        _forget_cached_token()
+        refresh_ray_auth()
         return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
     finally:
         logger.setLevel(level)
-
-
-def _forget_cached_token() -> None:
-    """Ray caches the token per process: re-read it, since RAY_AUTH_TOKEN may have changed."""
-    try:
-        from ray._raylet import AuthenticationTokenLoader
-
-        AuthenticationTokenLoader.instance().reset_cache()
-    except (ImportError, AttributeError):
-        pass
 
 
 def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:

@@ -1,0 +1,45 @@
+"""Ray >= 2.5x authenticates with a token it caches per process. A local sweep must start even
+when this process earlier talked to another cluster with another token (for example a
+`mutransfer submit` to a remote cluster, then a local sweep in the same Python session)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+ray = pytest.importorskip("ray")
+raylet = pytest.importorskip("ray._raylet")
+if not hasattr(raylet, "AuthenticationTokenLoader"):
+    pytest.skip("this Ray has no token authentication", allow_module_level=True)
+
+from mutransfer.sweep.cluster import ray_session, refresh_ray_auth  # noqa: E402
+
+
+def test_the_auth_mode_follows_the_environment_after_a_refresh(monkeypatch):
+    # Ray reads RAY_AUTH_MODE once per process; a client made later must see the new value
+    token_mode = raylet.AuthenticationMode.TOKEN
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    refresh_ray_auth()
+    assert raylet.get_authentication_mode() == token_mode
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    refresh_ray_auth()
+    assert raylet.get_authentication_mode() != token_mode
+
+
+@pytest.mark.slow
+def test_a_local_ray_starts_after_another_clusters_token_was_cached(tmp_path, monkeypatch):
+    assert not ray.is_initialized()
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ray/auth_token yet: Ray makes its own
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", uuid.uuid4().hex)  # the other cluster's token
+    loader = raylet.AuthenticationTokenLoader.instance()
+    loader.reset_cache()
+    assert loader.has_token(ignore_auth_mode=True)  # now cached in this process
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    monkeypatch.delenv("RAY_AUTH_MODE")
+
+    with ray_session(num_cpus=1) as cap:
+        assert cap.nodes == 1
+        assert ray.get(ray.remote(lambda: 7).remote()) == 7
+    assert not ray.is_initialized()
