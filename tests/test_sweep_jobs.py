@@ -11,10 +11,8 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,18 +20,13 @@ import yaml
 
 from mutransfer.cli import main
 from mutransfer.results.store import read_tables
+from tests.raycluster import free_port, wait_for_port
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("aiohttp") is None,
                        reason="needs ray[default] (the Jobs API client and dashboard)"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -47,13 +40,7 @@ def ray_head(tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         proc.wait(timeout=180)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", dash), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(1)
+        wait_for_port(dash, 120)
         yield f"http://127.0.0.1:{dash}"
     finally:
         try:

@@ -92,6 +92,15 @@ def _fwd_chunk(u_ptr, delta_ptr, bias, row, t, mask, SOFTPLUS: tl.constexpr):
 
 
 @triton.jit
+def _channel_vector(ptr, offs_d, d_mask, PRESENT: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A per-channel vector (the Δ bias or D) in float32; zeros when the input is absent."""
+    v = tl.zeros((BLOCK_D,), tl.float32)
+    if PRESENT:
+        v = tl.load(ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
+    return v
+
+
+@triton.jit
 def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr,
                     out_ptr, ckpt_ptr, dim, L, N, n_chunks,
                     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -104,12 +113,8 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     chan = pid_b * dim + offs_d  # flat (batch, channel) index
     row = chan * L
     bc_base = pid_b * N * L
-    bias = tl.zeros((BLOCK_D,), tl.float32)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
-    skip = tl.zeros((BLOCK_D,), tl.float32)
-    if HAS_D:
-        skip = tl.load(D_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
+    bias = _channel_vector(bias_ptr, offs_d, d_mask, HAS_BIAS, BLOCK_D)
+    skip = _channel_vector(D_ptr, offs_d, d_mask, HAS_D, BLOCK_D)
     for k in range(n_chunks):
         t = k * CHUNK + steps
         t_mask = t < L
@@ -163,12 +168,8 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     chan = pid_b * dim + offs_d
     row = chan * L
     bc_base = pid_b * N * L
-    bias = tl.zeros((BLOCK_D,), tl.float32)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
-    skip = tl.zeros((BLOCK_D,), tl.float32)
-    if HAS_D:
-        skip = tl.load(D_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
+    bias = _channel_vector(bias_ptr, offs_d, d_mask, HAS_BIAS, BLOCK_D)
+    skip = _channel_vector(D_ptr, offs_d, d_mask, HAS_D, BLOCK_D)
     dA_acc = tl.zeros((BLOCK_D, N_PAD), tl.float32)
     dD_acc = tl.zeros((BLOCK_D,), tl.float32)
     dbias_acc = tl.zeros((BLOCK_D,), tl.float32)
