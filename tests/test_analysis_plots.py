@@ -98,3 +98,13 @@ def test_one_width_and_no_steps_still_give_a_report(tmp_path):
     html = paths[-1].read_text(encoding="utf-8")
     assert "drift needs at least two widths (found one: 128)" in html
     assert "Transfer regret" not in html
+
+
+def test_an_override_axis_is_labelled_by_its_role_and_entry():
+    from mutransfer.analysis.groups import family_label
+
+    axes = ["param.overrides.ssm_B.init_m", "model.zero_real_fraction"]
+    assert family_label(("mup_ssm", -1.0, 0.1), axes) == \
+        "mup_ssm, ssm_B.init_m=-1.0, model.zero_real_fraction=0.1"
+    assert family_label(("sp",), []) == "sp"
+    assert family_label(("mup_ssm", -1.0, 0.1), axes, sep="\n").count("\n") == 2

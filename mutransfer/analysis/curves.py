@@ -57,8 +57,11 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
     norm = Normalize(log2_lrs.min(), log2_lrs.max() if np.ptp(log2_lrs) else log2_lrs.min() + 1)
     cmap = plt.get_cmap("plasma")
     lo, hi = curve_limits(curves)
+    title_lines = 2 + len(a.axes)  # parameterization, each extra axis, width
     fig, axes = plt.subplots(len(fams), len(widths), squeeze=False, sharex=True, sharey=True,
-                             figsize=(2.6 * len(widths) + 1.2, 2.1 * len(fams) + 0.8))
+                             figsize=(2.6 * len(widths) + 1.2,
+                                      (1.9 + 0.15 * title_lines) * len(fams) + 0.8),
+                             layout="constrained")
     by_cell = curves.groupby([*a.family_cols, "width"], dropna=False)
     for i, fam in enumerate(fams):
         for j, w in enumerate(widths):
@@ -70,7 +73,9 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                             ls="--" if c["cell_diverged"].iloc[0] else "-",
                             color=cmap(norm(np.log2(lr))))
             ax.set_ylim(lo, hi)
-            ax.set_title(f"{family_label(fam, a.axes)}, width {w}", fontsize=8)
+            title = family_label(fam, a.axes, sep="\n")  # one line per axis: long names fit
+            ax.set_title(f"{title}\nwidth {w}" if a.axes else f"{title}, width {w}",
+                         fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
             if i == len(fams) - 1:

@@ -104,11 +104,20 @@ def prepare(trials: pd.DataFrame) -> Prepared:
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()))
 
 
-def family_label(key: tuple, axes: list[str]) -> str:
-    """`mup` or `mup, optimizer=sgd, model.zero_real_fraction=0.1`."""
+OVERRIDE_PREFIX = "param.overrides."
+
+
+def short_axis_name(name: str) -> str:
+    """`param.overrides.ssm_B.init_m` -> `ssm_B.init_m`: role and entry name an override."""
+    return name.removeprefix(OVERRIDE_PREFIX)
+
+
+def family_label(key: tuple, axes: list[str], sep: str = ", ") -> str:
+    """`mup` or `mup, optimizer=sgd, model.zero_real_fraction=0.1` (one line per part with
+    sep="\n", for panel titles)."""
     parts = [str(key[0])]
-    parts += [f"{name}={value}" for name, value in zip(axes, key[1:])]
-    return ", ".join(parts)
+    parts += [f"{short_axis_name(name)}={value}" for name, value in zip(axes, key[1:])]
+    return sep.join(parts)
 
 
 def as_key(value: object) -> tuple:

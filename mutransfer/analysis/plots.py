@@ -89,7 +89,7 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     for ax, (label, cells) in zip(axes, fams):
         _loss_panel(ax, a, cells, opt_by[label], colors, hi)
         ax.set_ylim(lo, hi)
-        ax.set_title(label)
+        ax.set_title(label.replace(", ", "\n"))  # one line per axis: long names fit
     for ax in axes[:: min(len(fams), 3)]:
         ax.set_ylabel("final eval loss (mean over seeds)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
