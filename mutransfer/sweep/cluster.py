@@ -98,7 +98,11 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
 
     owned = not ray.is_initialized()
     if owned:
-        _init(ray, address, num_cpus, num_gpus)
+        try:
+            _init(ray, address, num_cpus, num_gpus)
+        except BaseException:
+            ray.shutdown()  # a half-started local Ray must not outlive the error in this process
+            raise
     logging.getLogger("ray").setLevel(logging.ERROR)
     logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # failures: printed by the sweep
     try:

@@ -1,6 +1,7 @@
-"""Ray >= 2.5x authenticates with a token it caches per process. A local sweep must start even
-when this process earlier talked to another cluster with another token (for example a
-`mutransfer submit` to a remote cluster, then a local sweep in the same Python session)."""
+"""`ray_session` in a long-lived process (a notebook, the test suite): Ray >= 2.5x
+authenticates with a token it caches per process, and a local sweep must still start after this
+process talked to another cluster with another token (a `mutransfer submit`, then a local sweep);
+a Ray that fails half-way through starting is shut down, not left behind."""
 
 from __future__ import annotations
 
@@ -42,4 +43,20 @@ def test_a_local_ray_starts_after_another_clusters_token_was_cached(tmp_path, mo
     with ray_session(num_cpus=1) as cap:
         assert cap.nodes == 1
         assert ray.get(ray.remote(lambda: 7).remote()) == 7
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow
+def test_a_ray_that_fails_while_starting_is_shut_down(monkeypatch):
+    assert not ray.is_initialized()
+    real_init = ray.init
+
+    def init_then_fail(*args, **kwargs):
+        real_init(*args, **kwargs)  # processes started, then something goes wrong
+        raise RuntimeError("failed after start")
+
+    monkeypatch.setattr(ray, "init", init_then_fail)
+    with pytest.raises(RuntimeError, match="failed after start"):
+        with ray_session(num_cpus=1):
+            pass
     assert not ray.is_initialized()
