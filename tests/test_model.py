@@ -61,6 +61,22 @@ def test_mixer_forward_matches_a_direct_reimplementation():
     assert torch.allclose(mixer(h), expected, atol=1e-5)
 
 
+def test_the_forward_multiplier_of_dt_proj_scales_its_part_of_delta():
+    # a parameterization's multiplier applies to dt_proj too, though its bias joins in the scan
+    torch.manual_seed(1)
+    mixer = MambaMixer(24, 16, d_state=5, n_layer=1, scan_backend="reference")
+    h = torch.randn(2, 9, 24)
+    raw = {}
+    for mult in (1.0, 3.0):
+        mixer.dt_proj.mult = mult
+        with torch.no_grad(), tracing() as acts:
+            mixer(h)
+        # softplus⁻¹ of Δ, minus the bias: the projection's part
+        delta = acts["layer0.delta"].double()
+        raw[mult] = torch.log(torch.expm1(delta)) - mixer.dt_proj.bias.double()[:, None]
+    assert torch.allclose(raw[3.0], 3.0 * raw[1.0], rtol=1e-4, atol=1e-6)
+
+
 def test_every_parameter_has_exactly_one_role():
     model = small(tie_embeddings=False)
     roles = assign_roles(model)

@@ -43,10 +43,13 @@ class ScaledLinear(nn.Linear):
             if self.bias is not None:
                 self.bias.zero_()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """mult · W·x, without the bias (for callers that add the bias elsewhere)."""
         y = F.linear(x, self.weight)
-        if self.mult != 1.0:
-            y = y * self.mult
+        return y * self.mult if self.mult != 1.0 else y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.project(x)
         return y if self.bias is None else y + self.bias
 
 

@@ -87,7 +87,7 @@ class MambaMixer(nn.Module):
         x = F.silu(self.conv1d(x)[..., :L])
         record(p + "conv", x)
         xt = x.transpose(1, 2)
-        dt = self.x_proj_dt(xt) @ self.dt_proj.weight.t()  # bias added inside the scan
+        dt = self.dt_proj.project(self.x_proj_dt(xt))  # bias added inside the scan
         Bm = self.x_proj_B(xt).transpose(1, 2).contiguous()
         Cm = self.x_proj_C(xt).transpose(1, 2).contiguous()
         dt = dt.transpose(1, 2).contiguous()
