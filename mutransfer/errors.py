@@ -7,6 +7,12 @@ class UserError(Exception):
     """Bad input from the user: printed as one line by the CLI, exit code 2, nothing written."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def format_validation_error(exc: Exception, source: str | None = None) -> str:
     """One line naming the first offending field of a pydantic ValidationError."""
     errors = getattr(exc, "errors", None)

@@ -22,7 +22,7 @@ import yaml
 from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, static_root
 from mutransfer.data.parquet import ParquetSource, parquet_source
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 
 
 def default_cache_dir() -> Path:
@@ -159,8 +159,8 @@ def load_hf(cfg: DataConfig) -> ParquetSource:
         except UserError:
             raise
         except Exception as exc:  # offline, unknown repo, no access: all end the same way
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            reason = first_line(exc)[:160]
             raise UserError(f"hf: could not fetch {cfg.dataset} ({type(exc).__name__}: "
-                            f"{first}); offline, {_where(local, patterns)}") from None
+                            f"{reason}); offline, {_where(local, patterns)}") from None
     fileset = FileSet(root=_names_root(local, patterns), files=tuple(local / n for n in names))
     return parquet_source("hf", fileset, cfg, prefix=f"{cfg.dataset} {cfg.config}, ")

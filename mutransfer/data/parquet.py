@@ -35,7 +35,7 @@ from mutransfer.data.memory import human
 from mutransfer.data.packing import packed_batches
 from mutransfer.data.splits import rows_in_eval
 from mutransfer.data.tokenizers import Tokenizer, make_tokenizer, token_dtype
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 
 READ_ROWS = 4096
 _EPOCH_TAG = 1  # keeps the epoch-order generators apart from the chunk-shuffle ones
@@ -58,18 +58,13 @@ class Unit:
     stamp: tuple[int, int]  # file size and mtime: a rewritten shard is counted again
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _open(path: Path, name: str, text_column: str) -> pq.ParquetFile:
     if path.stat().st_size == 0:
         raise UserError(f"{name}: {path}: empty file (0 bytes), not a Parquet file")
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for bad files
-        raise UserError(f"{name}: {path}: not a readable Parquet file ({_first_line(exc)})"
+        raise UserError(f"{name}: {path}: not a readable Parquet file ({first_line(exc)})"
                         ) from None
     schema = pf.schema_arrow
     if text_column not in schema.names:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import absolute_location, join, resolve
 
 TRIAL_COLUMNS = [
@@ -160,8 +160,8 @@ class Store:
                 out.write(b"ok")
             self.fs.delete_file(probe)
         except OSError as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise UserError(f"storage {self.location}: not writable ({reason})") from None
+            raise UserError(f"storage {self.location}: not writable "
+                            f"({first_line(exc)})") from None
 
     def delete_if_no_results(self) -> bool:
         """Remove the whole folder when it holds no Parquet part (only what a run set up:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import is_uri
 
 # Set before Ray is imported: no Tune trial tables or CSV/JSON/TensorBoard trial logs (the
@@ -153,8 +153,8 @@ def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) 
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"--address {address}: cannot connect to Ray ({reason})") from None
+        raise UserError(f"--address {address}: cannot connect to Ray "
+                        f"({first_line(exc)})") from None
 
 
 def capacity(ray) -> Capacity:

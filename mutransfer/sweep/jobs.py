@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 from mutransfer.sweep.cluster import check_storage_reachable, refresh_ray_auth
 
 # Never uploaded: results, data, environments, caches (the job reads data where the
@@ -49,10 +49,10 @@ def client(address: str) -> Any:
         if "ray[default]" in str(exc):
             raise UserError("submitting jobs needs Ray's HTTP client: pip install "
                             "'ray[default]'") from None
-        raise UserError(f"--address {address}: {_first_line(exc)}") from None
+        raise UserError(f"--address {address}: {first_line(exc)}") from None
     except (ConnectionError, OSError, ValueError) as exc:
         raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
-                        f"({_first_line(exc)})") from None
+                        f"({first_line(exc)})") from None
 
 
 def _connect(client_cls: Any, url: str) -> Any:
@@ -140,7 +140,7 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
                                runtime_env=runtime_env, submission_id=job_id,
                                metadata={"sweep": plan.spec.name})
     except (RuntimeError, ValueError, OSError) as exc:
-        raise UserError(f"submitting {path} to {address} failed: {_first_line(exc)}") from None
+        raise UserError(f"submitting {path} to {address} failed: {first_line(exc)}") from None
 
 
 def _inside(path: Path, root: Path) -> str:
@@ -184,12 +184,9 @@ def _call(fn, job_id: str, address: str) -> Any:
     except RuntimeError as exc:
         if "404" in str(exc) or "does not exist" in str(exc):
             raise UserError(f"no job {job_id} at {address}") from None
-        raise UserError(f"job {job_id} at {address}: {_first_line(exc)}") from None
+        raise UserError(f"job {job_id} at {address}: {first_line(exc)}") from None
     except (ConnectionError, OSError) as exc:
         raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
-                        f"({_first_line(exc)})") from None
+                        f"({first_line(exc)})") from None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
