@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 
@@ -27,13 +25,7 @@ def byte_spec() -> DataSpec:
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
-    from mutransfer.sweep.cluster import quiet_ray_env, refresh_ray_auth
+    from mutransfer.sweep.cluster import ray_session
 
-    quiet_ray_env()
-    refresh_ray_auth()
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
-    yield
-    ray.shutdown()
+    with ray_session(num_cpus=2):
+        yield
