@@ -16,13 +16,10 @@ import pytest
 import yaml
 
 from mutransfer.cli import main
+from tests.sweeps import tiny_sweep
 
 REPO = Path(__file__).resolve().parents[1]
-BASE = {
-    "name": "bad",
-    "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
-    "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5},
-}
+BASE = tiny_sweep("bad")
 
 
 def sweep(axes: dict | None = None, **top) -> dict:

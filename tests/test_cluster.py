@@ -16,12 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mutransfer.cli import main
-from mutransfer.results.store import read_tables
-from mutransfer.sweep.grid import load_plan
 from tests.raycluster import Cluster, start_cluster
+from tests.sweeps import assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,7 +28,8 @@ pytestmark = [
 ]
 
 REPO = Path(__file__).resolve().parents[1]
-EVAL_EVERY = 5
+AXES = {"width": [16, 32], "lr": [0.001, 0.003, 0.01]}
+ONE_CPU = {"cpus_per_trial": 1}
 
 
 @pytest.fixture(scope="module")
@@ -52,33 +51,11 @@ def cluster_env(cluster: Cluster, monkeypatch):
     return cluster
 
 
-def write_sweep(folder: Path, name: str, steps: int, storage: Path,
-                eval_every: int = EVAL_EVERY) -> Path:
-    doc = {"name": name, "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
-           "train": {"steps": steps, "batch_size": 2, "seq_len": 16, "eval_every": eval_every,
-                     "eval_batches": 1},
-           "axes": {"width": [16, 32], "lr": [0.001, 0.003, 0.01]},
-           "resources": {"cpus_per_trial": 1}, "storage": str(storage)}
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def assert_every_cell_once(path: Path, storage: Path, steps: int, every: int = EVAL_EVERY):
-    tables = read_tables(storage)
-    cells = sorted(c.trial_id for c in load_plan(path).cells)
-    assert sorted(tables.trials["trial_id"]) == cells
-    assert (tables.trials["status"] == "complete").all()
-    assert not tables.steps.duplicated(["trial_id", "step"]).any()
-    assert len(tables.steps) == len(cells) * (steps // every + 1)
-    return tables
-
-
 def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
         tmp_path, cluster_env, capsys, monkeypatch):
     project, storage = tmp_path / "project", tmp_path / "results"
     project.mkdir()
-    path = write_sweep(project, "cluster", 20, storage)
+    path = write_sweep(project, "cluster", AXES, storage, steps=20, resources=ONE_CPU)
     monkeypatch.chdir(project)
 
     assert main(["submit", path.name, "--address", cluster_env.dashboard, "--job-id",
@@ -88,7 +65,7 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
         main(["logs", "mt-cluster-1", "--address", cluster_env.dashboard])
     assert "SUCCEEDED" in capsys.readouterr().out
 
-    tables = assert_every_cell_once(path, storage, 20)
+    tables = assert_every_cell_once(path, 20, parts=False)
     hosts = set(tables.trials["host"])
     assert len(hosts) == 2, hosts  # one Ray node id per node: trials ran on both
     assert len({h.split("/")[0] for h in hosts}) == 1  # ... of one machine
@@ -99,7 +76,8 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
     # long trials (tens of seconds here) with few evals: the stop lands inside a trial
     steps, every = 3000, 500
     storage, log = tmp_path / "results", tmp_path / "driver.log"
-    path = write_sweep(tmp_path, "nodeloss", steps, storage, eval_every=every)
+    path = write_sweep(tmp_path, "nodeloss", AXES, storage, steps=steps, eval_every=every,
+                       resources=ONE_CPU)
     worker = next(n for n in cluster_env.nodes if n.name == "worker")
     worker_id = cluster_env.node_id("worker")[:8]
     driver = subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
@@ -124,16 +102,12 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
     out = log.read_text()
     assert "retrying" in out, out  # the trial the worker was running failed and ran again
 
-    tables = assert_every_cell_once(path, storage, steps, every)
+    tables = assert_every_cell_once(path, steps, every, parts=False)
     on_worker = tables.trials[tables.trials["host"].str.endswith("/" + worker_id)]
     assert set(on_worker["trial_id"]) <= finished_on_worker_before
     after = tables.trials[~tables.trials["trial_id"].isin(finished_on_worker_before)]
     assert len(after) >= 4  # six cells, at most two finished before the stop
     assert after["host"].nunique() == 1 and not after["host"].iloc[0].endswith(worker_id)
-
-
-def trial_ids(folder: Path) -> set[str]:
-    return {p.name[5:21] for p in folder.glob("part-*.parquet")}
 
 
 def running_trials(storage: Path) -> set[str]:

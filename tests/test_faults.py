@@ -21,48 +21,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mutransfer.results.store import Store, read_tables
 from mutransfer.sweep.driver import SweepArgs, run_sweep
-from mutransfer.sweep.grid import load_plan
+from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-EVAL_EVERY = 5
-
-
-def write_sweep(tmp_path: Path, name: str, axes: dict, steps: int, storage: Path | None = None,
-                **top) -> Path:
-    doc = {"name": name, "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
-           "train": {"steps": steps, "batch_size": 2, "seq_len": 16, "eval_every": EVAL_EVERY,
-                     "eval_batches": 1},
-           "axes": axes, "storage": str(storage or tmp_path / name), **top}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def assert_every_cell_once(path: Path, steps: int) -> None:
-    """Every cell of the sweep complete exactly once, its steps rows unique and all there,
-    and on disk one trial part and one steps part per cell (nothing left over)."""
-    results = Path(yaml.safe_load(path.read_text())["storage"])
-    cells = sorted(c.trial_id for c in load_plan(path).cells)
-    tables = read_tables(results)
-    assert sorted(tables.trials["trial_id"]) == cells
-    assert (tables.trials["status"] == "complete").all()
-    assert not tables.steps.duplicated(["trial_id", "step"]).any()
-    expected = list(range(0, steps + 1, EVAL_EVERY))
-    for tid, rows in tables.steps.groupby("trial_id"):
-        assert rows["step"].tolist() == expected, tid
-    assert sorted(set(tables.steps["trial_id"])) == cells
-    assert len(list((results / "trials").glob("*.parquet"))) == len(cells)
-    assert len(list((results / "steps").glob("*.parquet"))) == len(cells)
-
-
-def ids_in(folder: Path) -> set[str]:
-    return {p.name.split("-")[1].split(".")[0] for p in folder.glob("part-*.parquet")}
 
 
 def start_driver(path: Path, log: Path) -> subprocess.Popen:
@@ -113,12 +79,13 @@ def wait_until(condition, proc: subprocess.Popen, timeout_s: float, what: str):
 
 def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
     steps = 60
-    path = write_sweep(tmp_path, "worker", {"width": [16, 32], "lr": [0.001, 0.01]}, steps)
+    path = write_sweep(tmp_path, "worker", {"width": [16, 32], "lr": [0.001, 0.01]},
+                       steps=steps)
     results, log = tmp_path / "worker", tmp_path / "worker.log"
     proc = start_driver(path, log)
     try:
         def mid_trial_worker() -> list[int]:
-            running = ids_in(results / "steps") - ids_in(results / "trials")
+            running = trial_ids(results / "steps") - trial_ids(results / "trials")
             return session_processes(proc.pid, "ray::ImplicitFunc") if running else []
 
         victims = wait_until(mid_trial_worker, proc, 300, "a trial was running")
@@ -137,7 +104,7 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     steps = 200  # trials of a few seconds: the sweep must outlast three kills on a fast machine
     rng = random.Random(8)
     path = write_sweep(tmp_path, "driver", {"width": [16, 32], "lr": [0.001, 0.003, 0.01],
-                                            "seed": [0, 1]}, steps)
+                                            "seed": [0, 1]}, steps=steps)
     results, log = tmp_path / "driver", tmp_path / "driver.log"
     killed_mid_trial = 0
     for _ in range(3):
@@ -150,7 +117,7 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
                                             .glob("*.parquet")) - b, proc, 300,
                        "this run wrote a steps row")
             time.sleep(rng.uniform(0.0, 2.0))
-            running = ids_in(results / "steps") - ids_in(results / "trials")
+            running = trial_ids(results / "steps") - trial_ids(results / "trials")
             proc.send_signal(signal.SIGKILL)
             killed_mid_trial += bool(running)
         finally:
@@ -174,11 +141,12 @@ def sweep(path: Path) -> tuple[int, str]:
 
 def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_local):
     steps = 10
-    path = write_sweep(tmp_path, "trunc", {"width": [16], "lr": [0.001, 0.003, 0.01]}, steps)
+    path = write_sweep(tmp_path, "trunc", {"width": [16], "lr": [0.001, 0.003, 0.01]},
+                       steps=steps)
     results = tmp_path / "trunc"
     rc, out = sweep(path)
     assert rc == 0, out
-    ids = sorted(ids_in(results / "trials"))
+    ids = sorted(trial_ids(results / "trials"))
     trial_part = results / "trials" / f"part-{ids[0]}.parquet"
     steps_part = next((results / "steps").glob(f"part-{ids[1]}-*.parquet"))
     for part in (trial_part, steps_part):  # a crash mid-write where rename is not atomic
@@ -218,7 +186,7 @@ def test_a_read_only_results_folder_is_refused_before_any_trial(tmp_path, small_
     from mutransfer.cli import main
 
     remount(small_tmpfs, "ro")  # read-only for root too, unlike chmod
-    path = write_sweep(tmp_path, "ro", {"lr": [0.001]}, 10, storage=small_tmpfs / "results")
+    path = write_sweep(tmp_path, "ro", {"lr": [0.001]}, small_tmpfs / "results", steps=10)
     assert main(["sweep", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not writable" in err and "Read-only" in err, err
@@ -229,8 +197,8 @@ def test_a_full_disk_fails_trials_with_the_reason_then_a_rerun_completes_them(
         tmp_path, small_tmpfs, ray_local):
     steps = 40
     results = small_tmpfs / "results"
-    path = write_sweep(tmp_path, "full", {"width": [16, 32], "lr": [0.001, 0.01]}, steps,
-                       storage=results, retries=0)
+    path = write_sweep(tmp_path, "full", {"width": [16, 32], "lr": [0.001, 0.01]}, results,
+                       steps=steps, retries=0)
     rc, out = sweep(path)
     assert rc == 1, out
     assert "No space left on device" in out, out

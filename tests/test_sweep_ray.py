@@ -12,20 +12,9 @@ import yaml
 from mutransfer.results.store import read_tables
 from mutransfer.sweep.driver import SweepArgs, run_sweep
 from mutransfer.sweep.grid import load_plan
+from tests.sweeps import write_sweep
 
 pytestmark = pytest.mark.slow
-
-TINY = {
-    "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
-    "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5, "eval_batches": 1},
-}
-
-
-def write_sweep(tmp_path: Path, name: str, axes: dict, **top) -> Path:
-    doc = {"name": name, **TINY, **top, "axes": axes, "storage": str(tmp_path / name)}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 def sweep(path: Path, **kw) -> tuple[int, str]:

@@ -1,0 +1,63 @@
+"""Helpers shared by the sweep tests: the tiny sweep file, trial ids from part names, the
+every-cell-once check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from mutransfer.results.store import read_tables
+from mutransfer.sweep.grid import load_plan
+
+EVAL_EVERY = 5
+TINY_MODEL = {"n_layer": 1, "d_state": 4, "base_width": 16}
+
+
+def tiny_sweep(name: str, axes: dict | None = None, *, steps: int = 10,
+               eval_every: int = EVAL_EVERY, **top) -> dict:
+    """A sweep document of one-layer models at width 16 that train in seconds."""
+    doc = {"name": name, "model": dict(TINY_MODEL),
+           "train": {"steps": steps, "batch_size": 2, "seq_len": 16, "eval_every": eval_every,
+                     "eval_batches": 1}}
+    if axes is not None:
+        doc["axes"] = axes
+    return {**doc, **top}
+
+
+def write_sweep(folder: Path, name: str, axes: dict, storage: Path | None = None, *,
+                steps: int = 10, eval_every: int = EVAL_EVERY, **top) -> Path:
+    """folder/NAME.yaml of `tiny_sweep`, storing to `storage` (default folder/NAME)."""
+    doc = tiny_sweep(name, axes, steps=steps, eval_every=eval_every,
+                     storage=str(storage or folder / name), **top)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def trial_ids(folder: Path) -> set[str]:
+    """Trial ids named by the parts in a trials/ or steps/ folder (part-ID[-...].parquet)."""
+    return {p.name.split("-")[1].split(".")[0] for p in folder.glob("part-*.parquet")}
+
+
+def assert_every_cell_once(path: Path, steps: int, every: int = EVAL_EVERY, parts: bool = True):
+    """Every cell of the sweep file at `path` complete exactly once, with each of its steps
+    rows once; with `parts`, also on disk one trial part and one steps part per cell (nothing
+    left over). Returns the tables."""
+    results = Path(yaml.safe_load(path.read_text())["storage"])
+    cells = sorted(c.trial_id for c in load_plan(path).cells)
+    tables = read_tables(results)
+    assert sorted(tables.trials["trial_id"]) == cells
+    assert (tables.trials["status"] == "complete").all()
+    assert not tables.steps.duplicated(["trial_id", "step"]).any()
+    expected = list(range(0, steps + 1, every))
+    for tid, rows in tables.steps.groupby("trial_id"):
+        assert rows["step"].tolist() == expected, tid
+    assert sorted(set(tables.steps["trial_id"])) == cells
+    assert len(tables.steps) == len(cells) * len(expected)
+    if parts:
+        assert len(list((results / "trials").glob("*.parquet"))) == len(cells)
+        assert len(list((results / "steps").glob("*.parquet"))) == len(cells)
+        assert sorted(trial_ids(results / "steps")) == cells
+    return tables
+
