@@ -80,7 +80,7 @@ def run_sweep(args: SweepArgs) -> int:
         print(f"set aside a damaged part (its cell runs again): {path}", file=out)
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
-    _header(plan, store, state, work.n_trials, out)
+    _header(plan, store, work.n_trials, out)
     failed = unfinished = 0
     if work.n_trials == 0:
         print("0 trials to run: every cell is complete", file=out)
@@ -109,28 +109,21 @@ def run_sweep(args: SweepArgs) -> int:
     return 1 if failed else 0
 
 
-def _header(plan: Plan, store: Store, state: StoreState, to_run: int, out: TextIO) -> None:
-    done = _done_count(plan, state)
+def _header(plan: Plan, store: Store, to_run: int, out: TextIO) -> None:
+    """`to_run` is plan_work's count: the rest of the plan's cells (or trials) is complete."""
     unit = "trials" if plan.adaptive else "cells"
-    print(f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {done} complete, {to_run} to run "
-          f"-> {store.location}", file=out)
-
-
-def _done_count(plan: Plan, state: StoreState) -> int:
-    if plan.adaptive:
-        work = plan_work(plan, state)
-        return plan.n_trials - work.n_trials
-    return sum(1 for c in plan.cells if c.trial_id in state.complete)
+    print(f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} complete, "
+          f"{to_run} to run -> {store.location}", file=out)
 
 
 def dry_run(plan: Plan, store: Store, out: TextIO) -> int:
     """List the cells and what the store already holds; write nothing, start nothing."""
     state = store.scan(repair=False) if store.exists() else StoreState()
-    to_run = plan_work(plan, state).n_trials
-    _header(plan, store, state, to_run, out)
+    work = plan_work(plan, state)
+    _header(plan, store, work.n_trials, out)
     if state.corrupt:
         print(f"{len(state.corrupt)} damaged parts would be set aside and re-run", file=out)
-    listing = group_listing(plan, state) if plan.adaptive else cell_listing(plan, state)
+    listing = group_listing(plan, work) if plan.adaptive else cell_listing(plan, state)
     print(listing, file=out)
     return 0
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mutransfer.results.store import StoreState
 from mutransfer.sweep.grid import Plan
+
+if TYPE_CHECKING:
+    from mutransfer.sweep.runner import Work
 
 
 def _lr(value: Any) -> str:
@@ -29,10 +32,8 @@ def cell_listing(plan: Plan, state: StoreState) -> str:
     return _table(rows)
 
 
-def group_listing(plan: Plan, state: StoreState) -> str:
-    from mutransfer.sweep.runner import plan_work
-
-    work = plan_work(plan, state)
+def group_listing(plan: Plan, work: Work) -> str:
+    """One row per adaptive group; `work` is plan_work's answer for the store."""
     rows = []
     for g in plan.groups:
         left = work.budgets.get(g.group_id, 0)
