@@ -119,9 +119,10 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
             time.sleep(rng.uniform(0.0, 2.0))
             running = trial_ids(results / "steps") - trial_ids(results / "trials")
             proc.send_signal(signal.SIGKILL)
-            killed_mid_trial += bool(running)
         finally:
             kill_session(proc)
+        # mid-trial: a trial running just before the kill is still unfinished after it
+        killed_mid_trial += bool(running - trial_ids(results / "trials"))
     assert killed_mid_trial >= 1, "no kill landed while a trial was running"
     assert len(read_tables(results).trials) < 12, "the sweep finished before the last kill"
 
@@ -129,7 +130,9 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     assert run_sweep(SweepArgs(str(path), analysis=False, num_cpus=2, out=out)) == 0, \
         out.getvalue()
     assert "0 failed" in out.getvalue()
-    assert_every_cell_once(path, steps)
+    tables = assert_every_cell_once(path, steps)
+    # nothing left over in trials/: no temporary or set-aside file beside the parts
+    assert len(list((results / "trials").iterdir())) == len(tables.trials)
 
 
 # -- damaged parts, read-only and full storage (in this process, one local Ray) ------------------
