@@ -1,6 +1,6 @@
 """A real two-node Ray cluster on 127.0.0.1 (tests/raycluster.py): a sweep submitted with
-`mutransfer submit` and followed with `mutransfer status` runs on both nodes and stores every
-cell; a worker node stopped mid-sweep hands its trials to the other node.
+`mutransfer submit` and followed with `mutransfer status` and `mutransfer logs` runs on both
+nodes and stores every cell; a worker node stopped mid-sweep hands its trials to the other node.
 
 Both nodes are on this machine, so the `host` column tells them apart by the Ray node id it
 carries (`hostname/NODEID8`). Needs Ray's dashboard and Jobs API (`ray[default]`).
@@ -64,8 +64,14 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
     assert main(["status", "mt-cluster-1", "--address", cluster_env.dashboard, "--wait"]) == 0, \
         main(["logs", "mt-cluster-1", "--address", cluster_env.dashboard])
     assert "SUCCEEDED" in capsys.readouterr().out
+    assert main(["logs", "mt-cluster-1", "--address", cluster_env.dashboard]) == 0
+    logs = capsys.readouterr().out
+    assert "ran 6 trials" in logs and "6 complete" in logs, logs
+    assert main(["status", "no-such-job", "--address", cluster_env.dashboard]) == 2
+    assert "no job no-such-job" in capsys.readouterr().err
 
     tables = assert_every_cell_once(path, 20, parts=False)
+    assert len(tables.trials) == 6
     hosts = set(tables.trials["host"])
     assert len(hosts) == 2, hosts  # one Ray node id per node: trials ran on both
     assert len({h.split("/")[0] for h in hosts}) == 1  # ... of one machine
