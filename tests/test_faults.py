@@ -31,6 +31,12 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 
 
+def sweep(path: Path) -> tuple[int, str]:
+    """The sweep in this process, on the module's local Ray (`ray_local`)."""
+    out = io.StringIO()
+    return run_sweep(SweepArgs(str(path), analysis=False, out=out)), out.getvalue()
+
+
 def start_driver(path: Path, log: Path) -> subprocess.Popen:
     """`mutransfer sweep` in its own session: the Ray it starts can be found and killed."""
     return subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
@@ -100,7 +106,8 @@ def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
 
 # -- the driver dies, again and again ------------------------------------------------------------
 
-def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_nothing(tmp_path):
+def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_nothing(
+        tmp_path, request):
     steps = 200  # trials of a few seconds: the sweep must outlast three kills on a fast machine
     rng = random.Random(8)
     path = write_sweep(tmp_path, "driver", {"width": [16, 32], "lr": [0.001, 0.003, 0.01],
@@ -126,21 +133,16 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     assert killed_mid_trial >= 1, "no kill landed while a trial was running"
     assert len(read_tables(results).trials) < 12, "the sweep finished before the last kill"
 
-    out = io.StringIO()
-    assert run_sweep(SweepArgs(str(path), analysis=False, num_cpus=2, out=out)) == 0, \
-        out.getvalue()
-    assert "0 failed" in out.getvalue()
+    request.getfixturevalue("ray_local")  # the rerun, in this process: only now, after the kills
+    rc, out = sweep(path)
+    assert rc == 0, out
+    assert "0 failed" in out
     tables = assert_every_cell_once(path, steps)
     # nothing left over in trials/: no temporary or set-aside file beside the parts
     assert len(list((results / "trials").iterdir())) == len(tables.trials)
 
 
 # -- damaged parts, read-only and full storage (in this process, one local Ray) ------------------
-
-def sweep(path: Path) -> tuple[int, str]:
-    out = io.StringIO()
-    return run_sweep(SweepArgs(str(path), analysis=False, out=out)), out.getvalue()
-
 
 def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_local):
     steps = 10
