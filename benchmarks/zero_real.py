@@ -17,22 +17,8 @@ import time
 
 import torch
 
-import mutransfer.train as train_module
 from mutransfer.config import TrialConfig
-from mutransfer.data import load_data
-from mutransfer.models.build import build_model
-from mutransfer.models.data_init import needs_sample
-
-SAMPLE_SEED = 10_000  # the init sample is drawn apart from the training batches
-
-
-def build_with_sample(cfg, spec, sample=None):
-    """build_model with an init sample, for a trainer that does not pass one yet."""
-    if sample is None and needs_sample(cfg.model):
-        batches = load_data(cfg.data).batches("train", 16, cfg.train.seq_len,
-                                              seed=SAMPLE_SEED + cfg.train.seed)
-        sample = next(batches)
-    return build_model(cfg, spec, sample)
+from mutransfer.train import run_trial
 
 
 def config(args, fraction: float, seed: int) -> TrialConfig:
@@ -62,7 +48,6 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    train_module.build_model = build_with_sample
 
     print(f"S4D width {args.width}, {args.n_layer} layers, d_state {args.d_state}; memory "
           f"rho (k+1)^-{args.power:g}, L {args.seq_len}; adamw lr {args.lr:g}, {args.steps} "
@@ -72,7 +57,7 @@ def main() -> None:
     for fraction in args.fractions:
         for seed in args.seeds:
             start = time.perf_counter()
-            r = train_module.run_trial(config(args, fraction, seed))
+            r = run_trial(config(args, fraction, seed))
             finals.setdefault(fraction, []).append(r.final_eval_loss)
             print(f"{fraction:>5g} {seed:>4} {r.initial_loss:>8.4f} {r.final_eval_loss:>8.4f} "
                   f"{r.best_eval_loss:>8.4f} {time.perf_counter() - start:>7.1f}"
