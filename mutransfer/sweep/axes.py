@@ -17,11 +17,12 @@ from mutransfer.errors import UserError
 from mutransfer.param.config import PARAMETERIZATIONS
 from mutransfer.sweep.spec import LRRange
 
+# The shortcut names are also the fixed columns of the trials table, always present and taken
+# from the resolved config (docs/results-format.md).
 SHORTCUTS = {"width": "width", "parameterization": "param.name", "lr": "train.lr",
              "seed": "train.seed", "optimizer": "train.optimizer"}
-# trials-table column of a config path (docs/results-format.md); other axes: their path
-COLUMNS = {"width": "width", "param.name": "parameterization", "train.lr": "lr",
-           "train.seed": "seed", "train.optimizer": "optimizer"}
+# trials-table column of a config path; other axes: their path
+COLUMNS = {path: name for name, path in SHORTCUTS.items()}
 SECTIONS = ("width", "model", "param", "train", "data")
 
 

@@ -19,13 +19,9 @@ from pydantic import ValidationError
 from mutransfer.config import TrialConfig
 from mutransfer.configbase import set_dotted
 from mutransfer.errors import UserError
-from mutransfer.sweep.axes import Axis, parse_axes
+from mutransfer.sweep.axes import SHORTCUTS, Axis, parse_axes
 from mutransfer.sweep.identity import group_id, trial_id
 from mutransfer.sweep.spec import SweepSpec, load_spec
-
-# Always in the trials table, taken from the resolved config (docs/results-format.md).
-FIXED_COLUMNS = {"width": "width", "parameterization": "param.name", "lr": "train.lr",
-                 "seed": "train.seed", "optimizer": "train.optimizer"}
 
 
 @dataclass
@@ -189,8 +185,9 @@ def value_at(config: dict[str, Any], path: str) -> Any:
 
 
 def columns_of(config: dict[str, Any], axes: list[Axis]) -> dict[str, Any]:
-    """The trials-table columns of a resolved config: the fixed ones, then one per extra axis."""
-    cols = {name: value_at(config, path) for name, path in FIXED_COLUMNS.items()}
+    """The trials-table columns of a resolved config: the fixed ones (the axis shortcuts),
+    then one per extra axis."""
+    cols = {name: value_at(config, path) for name, path in SHORTCUTS.items()}
     for axis in axes:
         if axis.column not in cols:
             cols[axis.column] = value_at(config, axis.path)
