@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -10,9 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mutransfer.commands.train") is None,
-                                reason="the train command is not in this checkout")
 
 
 def bad_data(tmp_path, case: str) -> dict:
