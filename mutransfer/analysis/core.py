@@ -13,12 +13,9 @@ from mutransfer.analysis.groups import GroupAxes, Prepared, prepare
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
 from mutransfer.analysis.regret import monotonicity_table, regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
+from mutransfer.analysis_defaults import BOOT_SEED, FIT_POINTS, N_BOOT
 from mutransfer.errors import UserError
 from mutransfer.results.store import Store, Tables, read_tables
-
-N_BOOT = 1000
-BOOT_SEED = 0
-FIT_POINTS = 5
 
 
 @dataclass

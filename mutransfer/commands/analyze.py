@@ -11,7 +11,7 @@ HELP = "optimal LR, drift, stability and regret tables"
 
 def add_analysis_options(p) -> None:
     """Options shared with `mutransfer plot`."""
-    from mutransfer.analysis.core import BOOT_SEED, FIT_POINTS, N_BOOT
+    from mutransfer.analysis_defaults import BOOT_SEED, FIT_POINTS, N_BOOT
 
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="a sweep's results folder")
     p.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",

@@ -13,6 +13,8 @@ PARAMS = ("sp", "mup", "spectral", "mup_ssm")
 
 
 def add_arguments(p, name: str) -> None:
+    from mutransfer.analysis_defaults import COORD_TOLERANCE
+
     p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
     p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
@@ -28,7 +30,7 @@ def add_arguments(p, name: str) -> None:
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
     p.add_argument("--out", default="results/coord_check",
                    help="output folder (RESULTS_DIR/coord_check puts it in that study's report)")
-    p.add_argument("--tolerance", type=float, default=0.2)
+    p.add_argument("--tolerance", type=float, default=COORD_TOLERANCE)
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when a feature-learning parameterization fails or sp passes")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-TOLERANCE = 0.2
+from mutransfer.analysis_defaults import COORD_TOLERANCE as TOLERANCE
+
 FEATURE_LEARNING = ("mup", "spectral", "mup_ssm")  # SP does not claim it
 SHRINK_ALLOWED = ("logits",)
 

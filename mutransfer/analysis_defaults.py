@@ -1,0 +1,7 @@
+"""Defaults of the analysis and the coordinate check, with no heavy imports: the CLI's
+option defaults come from here, so building the parser does not import numpy or pandas."""
+
+N_BOOT = 1000       # bootstrap resamples of the seeds
+BOOT_SEED = 0       # RNG seed of the bootstrap
+FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
+COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
