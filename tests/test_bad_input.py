@@ -134,19 +134,26 @@ def _trial_config(tmp_path: Path) -> Path:
     return write(tmp_path / "trial.yaml", {"model": BASE["model"], "train": BASE["train"]})
 
 
+def sweep_with(*options: str):
+    """argv of `mutransfer sweep` on a good sweep file, with `options` after it."""
+    return lambda t: ["sweep", str(_ok_sweep(t)), *options]
+
+
+def train_set(assignment: str):
+    """argv of `mutransfer train` on a good trial config with one `--set`."""
+    return lambda t: ["train", str(_trial_config(t)), "--set", assignment, "--out",
+                      str(t / "results")]
+
+
 # (case, argv built from the test folder, text the one line must contain)
 BAD_COMMANDS = [
     ("missing sweep file", lambda t: ["sweep", str(t / "missing.yaml")], "no such file"),
     ("a folder for a sweep file", lambda t: ["validate", str(t)], "no such file"),
-    ("dashboard address given to sweep",
-     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "http://127.0.0.1:8265"],
+    ("dashboard address given to sweep", sweep_with("--address", "http://127.0.0.1:8265"),
      "mutransfer submit"),
-    ("address without a port", lambda t: ["sweep", str(_ok_sweep(t)), "--address", "headnode"],
-     "HOST:PORT"),
-    ("address with a word for a port",
-     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "127.0.0.1:gcs"], "HOST:PORT"),
-    ("address whose host does not resolve",
-     lambda t: ["sweep", str(_ok_sweep(t)), "--address", "no-such-host.invalid:6379"],
+    ("address without a port", sweep_with("--address", "headnode"), "HOST:PORT"),
+    ("address with a word for a port", sweep_with("--address", "127.0.0.1:gcs"), "HOST:PORT"),
+    ("address whose host does not resolve", sweep_with("--address", "no-such-host.invalid:6379"),
      "cannot reach a Ray cluster"),
     ("submit to an unreachable dashboard",
      lambda t: ["submit", str(_ok_sweep(t)), "--address", "http://127.0.0.1:1",
@@ -159,28 +166,16 @@ BAD_COMMANDS = [
     ("storage under a regular file",
      lambda t: ["sweep", str(_ok_sweep(t)), "--storage", str(t / "ok.yaml" / "results")],
      "not writable"),
-    ("storage with an unknown URI scheme",
-     lambda t: ["sweep", str(_ok_sweep(t)), "--storage", "nosuchscheme://bucket/results"],
+    ("storage with an unknown URI scheme", sweep_with("--storage", "nosuchscheme://bucket/results"),
      "nosuchscheme"),
-    ("negative --num-cpus", lambda t: ["sweep", str(_ok_sweep(t)), "--num-cpus", "-1"],
-     "--num-cpus"),
-    ("negative --num-gpus", lambda t: ["sweep", str(_ok_sweep(t)), "--num-gpus", "-1"],
-     "--num-gpus"),
-    ("--num-cpus with a cluster address",
-     lambda t: ["sweep", str(_ok_sweep(t)), "--num-cpus", "2", "--address", "auto"],
+    ("negative --num-cpus", sweep_with("--num-cpus", "-1"), "--num-cpus"),
+    ("negative --num-gpus", sweep_with("--num-gpus", "-1"), "--num-gpus"),
+    ("--num-cpus with a cluster address", sweep_with("--num-cpus", "2", "--address", "auto"),
      "local Ray"),
-    ("--set without a value",
-     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps", "--out",
-                str(t / "results")], "expected key=value"),
-    ("--set of an unknown field",
-     lambda t: ["train", str(_trial_config(t)), "--set", "train.stepz=3", "--out",
-                str(t / "results")], "train.stepz"),
-    ("--set of the wrong type",
-     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps=many", "--out",
-                str(t / "results")], "train.steps"),
-    ("--set into a number",
-     lambda t: ["train", str(_trial_config(t)), "--set", "train.steps.x=1", "--out",
-                str(t / "results")], "not a mapping"),
+    ("--set without a value", train_set("train.steps"), "expected key=value"),
+    ("--set of an unknown field", train_set("train.stepz=3"), "train.stepz"),
+    ("--set of the wrong type", train_set("train.steps=many"), "train.steps"),
+    ("--set into a number", train_set("train.steps.x=1"), "not a mapping"),
 ]
 
 
