@@ -6,10 +6,9 @@ from typing import Any
 
 from ray.tune import Callback
 
-from mutransfer.results.store import Store, versions
-from mutransfer.sweep.identity import canonical_json
-from mutransfer.sweep.progress import Progress
-from mutransfer.sweep.trainable import _flat, payload_for
+from mutransfer.results.store import Store
+from mutransfer.sweep.progress import Progress, fmt_value
+from mutransfer.sweep.trainable import base_row, payload_for
 
 
 class TuneProgress(Callback):
@@ -48,11 +47,9 @@ class TuneProgress(Callback):
 
     def _failure_row(self, trial: Any, reason: str) -> dict[str, Any]:
         payload = payload_for(trial.config, self.units)
-        return {"trial_id": payload["trial_id"], "sweep": self.sweep,
-                **{k: _flat(v) for k, v in payload["columns"].items()},
-                "diverged": False, "diverge_step": None, "search": payload["search"],
-                "host": None, "versions": versions(), "config": canonical_json(payload["config"]),
-                "attempt": "", "evals": 0, "error": reason}
+        outcome = {"diverged": False, "diverge_step": None}
+        return {**base_row(payload, self.sweep, outcome), "attempt": "", "evals": 0,
+                "error": reason}
 
 
 def _describe(trial: Any, units: dict[str, dict[str, Any]]) -> str:
@@ -61,12 +58,8 @@ def _describe(trial: Any, units: dict[str, dict[str, Any]]) -> str:
     except Exception:
         return str(trial.trial_id)
     cols = payload["columns"]
-    shown = ", ".join(f"{k}={_short(v)}" for k, v in cols.items() if k != "optimizer")
+    shown = ", ".join(f"{k}={fmt_value(v)}" for k, v in cols.items() if k != "optimizer")
     return f"{payload['trial_id']} ({shown})"
-
-
-def _short(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def error_reason(trial: Any) -> str:

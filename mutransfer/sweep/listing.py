@@ -8,13 +8,10 @@ import pandas as pd
 
 from mutransfer.results.store import StoreState
 from mutransfer.sweep.grid import Plan
+from mutransfer.sweep.progress import fmt_value
 
 if TYPE_CHECKING:
     from mutransfer.sweep.runner import Work
-
-
-def _lr(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def cell_listing(plan: Plan, state: StoreState) -> str:
@@ -27,7 +24,7 @@ def cell_listing(plan: Plan, state: StoreState) -> str:
             status = "failed before, to run"
         else:
             status = "to run"
-        shown = {k: (_lr(v) if k == "lr" else v) for k, v in cell.columns.items()}
+        shown = {k: (fmt_value(v) if k == "lr" else v) for k, v in cell.columns.items()}
         rows.append({"trial_id": cell.trial_id, **shown, "status": status})
     return _table(rows)
 
@@ -38,7 +35,7 @@ def group_listing(plan: Plan, work: Work) -> str:
     for g in plan.groups:
         left = work.budgets.get(g.group_id, 0)
         rows.append({"group": g.group_id, **g.columns,
-                     "lr range": f"{_lr(2.0 ** g.log2_lo)}..{_lr(2.0 ** g.log2_hi)}",
+                     "lr range": f"{fmt_value(2.0 ** g.log2_lo)}..{fmt_value(2.0 ** g.log2_hi)}",
                      "done": g.budget - left, "to run": left})
     return _table(rows)
 

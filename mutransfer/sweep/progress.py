@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 
 def fmt_duration(seconds: float) -> str:
@@ -16,6 +16,11 @@ def fmt_duration(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def fmt_value(value: Any) -> str:
+    """An axis value in a message or listing: floats (LRs) to 3 significant digits."""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 class Progress:

@@ -56,20 +56,27 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[s
     return metrics_of(row, skipped=not written)
 
 
+def base_row(payload: dict[str, Any], sweep: str, outcome: dict[str, Any],
+             host: str | None = None) -> dict[str, Any]:
+    """A trials-table row (docs/results-format.md): the cell's id, sweep and axis columns,
+    then `outcome` (what the run gave), then where it came from: search, host, versions and
+    config. A finished trial and a failure record share this layout."""
+    return {"trial_id": payload["trial_id"], "sweep": sweep,
+            **{k: _flat(v) for k, v in payload["columns"].items()}, **outcome,
+            "search": payload.get("search", "grid"), "host": host, "versions": versions(),
+            "config": canonical_json(payload["config"])}
+
+
 def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any]:
     """The trials-table row of a finished trial (docs/results-format.md)."""
-    columns = {k: _flat(v) for k, v in payload["columns"].items()}
-    return {
-        "trial_id": payload["trial_id"], "sweep": sweep, **columns,
-        "status": "diverged" if result.diverged else "complete",
-        "diverged": bool(result.diverged), "diverge_step": result.diverge_step,
-        "final_eval_loss": result.final_eval_loss, "best_eval_loss": result.best_eval_loss,
-        "initial_loss": result.initial_loss, "steps_done": result.steps_done,
-        "tokens": result.tokens, "wall_time_s": result.wall_time_s,
-        "tokens_per_s": result.tokens_per_s, "search": payload.get("search", "grid"),
-        "host": host_name(), "versions": versions(),
-        "config": canonical_json(payload["config"]), "error": None,
+    outcome = {
+        "status": result.status, "diverged": bool(result.diverged),
+        "diverge_step": result.diverge_step, "final_eval_loss": result.final_eval_loss,
+        "best_eval_loss": result.best_eval_loss, "initial_loss": result.initial_loss,
+        "steps_done": result.steps_done, "tokens": result.tokens,
+        "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
     }
+    return {**base_row(payload, sweep, outcome, host=host_name()), "error": None}
 
 
 def host_name() -> str:
