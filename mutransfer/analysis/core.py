@@ -15,7 +15,7 @@ from mutransfer.analysis.regret import monotonicity_table, regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
 from mutransfer.analysis_defaults import BOOT_SEED, FIT_POINTS, N_BOOT
 from mutransfer.errors import UserError
-from mutransfer.results.store import Store, Tables, read_tables
+from mutransfer.results.store import Store, Tables
 
 
 @dataclass
@@ -55,12 +55,15 @@ class Analysis(GroupAxes):
                 "monotonicity": self.monotonicity, "cells": self.cells}
 
 
-def load_tables(results_dir: str | Path) -> Tables:
-    """Both tables, or a one-line UserError when there are no trials to analyze."""
+def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables:
+    """Both tables (read from `results_dir` unless given), or a one-line UserError when
+    there are no trials to analyze."""
     root = str(results_dir).rstrip("/")
-    if not Store(root).exists():
-        raise UserError(f"results folder not found: {root}")
-    tables = read_tables(root)
+    if tables is None:
+        store = Store(root)
+        if not store.exists():
+            raise UserError(f"results folder not found: {root}")
+        tables = store.tables()
     if tables.trials.empty:
         raise UserError(f"no trials in {root} (expected {root}/trials/part-*.parquet): "
                         "nothing to analyze")
@@ -74,9 +77,10 @@ def _notes(prep: Prepared) -> list[str]:
 
 
 def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED,
-            fit_points: int = FIT_POINTS) -> Analysis:
-    """All tables of the transfer analysis of `results_dir` (reads its Parquet tables only)."""
-    tables = load_tables(results_dir)
+            fit_points: int = FIT_POINTS, tables: Tables | None = None) -> Analysis:
+    """All tables of the transfer analysis of `results_dir` (reads its Parquet tables only;
+    pass `tables` when they are already read, as `Store(results_dir).tables()`)."""
+    tables = load_tables(results_dir, tables)
     trials = tables.trials
     prep = prepare(trials)
     if prep.trials.empty:

@@ -10,28 +10,29 @@ import pandas as pd
 
 from mutransfer.errors import UserError
 from mutransfer.results.fs import is_uri
-from mutransfer.results.store import DONE_STATUSES, Store
+from mutransfer.results.store import DONE_STATUSES, Store, Tables
 
 
 def print_summary(store: Store, out: TextIO, analysis: bool = True) -> None:
-    trials = store.tables().trials
+    tables = store.tables()
+    trials = tables.trials
     done = trials[trials["status"].isin(DONE_STATUSES)] if len(trials) else trials
     if not len(done):
         print("no finished trials yet", file=out)
         return
-    if analysis and _analysis_summary(store, out):
+    if analysis and _analysis_summary(store, tables, out):
         return
     print(best_lr_table(done), file=out)
 
 
-def _analysis_summary(store: Store, out: TextIO) -> bool:
+def _analysis_summary(store: Store, tables: Tables, out: TextIO) -> bool:
     """The analysis module's summary and plots; False when it is not there or cannot run."""
     try:
         from mutransfer.analysis import analyze, summary_table
     except ImportError:
         return False
     try:
-        result = analyze(store.location)
+        result = analyze(store.location, tables=tables)
         print(summary_table(result), file=out)
     except UserError as exc:  # e.g. one width only: says what is missing
         print(f"analysis: {exc}", file=out)
