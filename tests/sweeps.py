@@ -1,12 +1,14 @@
 """Helpers shared by the sweep tests: the tiny sweep file, trial ids from part names, the
-every-cell-once check."""
+every-cell-once check; and the planted sweep results the analysis and report tests read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.results.store import read_tables
 from mutransfer.sweep.grid import load_plan
 
@@ -61,3 +63,16 @@ def assert_every_cell_once(path: Path, steps: int, every: int = EVAL_EVERY, part
         assert sorted(trial_ids(results / "steps")) == cells
     return tables
 
+
+# -- planted results for the analysis: lr* ~ width^-1 under sp, constant under mup -------------
+
+LR_GRID = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
+SP = Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0)
+MUP = Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)
+
+
+def planted_results(root: Path, widths, families=(SP, MUP), seeds=(0, 1), **kw) -> Path:
+    """Synthetic results of `families` at `widths` over LR_GRID, written to `root` in the
+    store's layout (`per_trial=True`: one part per trial)."""
+    return write_results(root, synthetic_tables(list(families), list(widths), LR_GRID,
+                                                list(seeds)), **kw)

@@ -10,14 +10,7 @@ from mutransfer.analysis import analyze, summary_table, write_analysis
 from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.cli import main
 from mutransfer.results.store import TRIAL_COLUMNS
-
-GRID = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
-SP = Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0)
-MUP = Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)
-
-
-def results(root, widths, families=(SP, MUP)):
-    return write_results(root, synthetic_tables(list(families), widths, GRID, [0, 1]))
+from tests.sweeps import LR_GRID, MUP, planted_results
 
 
 def one_line_error(capsys) -> str:
@@ -41,14 +34,14 @@ def test_folder_without_trials_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_only_failed_trials_is_one_line_and_exit_2(tmp_path, capsys):
-    t = synthetic_tables([MUP], [64], GRID, [0])
+    t = synthetic_tables([MUP], [64], LR_GRID, [0])
     t.trials["status"] = "failed"
     assert main(["analyze", str(write_results(tmp_path, t))]) == 2
     assert "failed" in one_line_error(capsys)
 
 
 def test_one_width_prints_lr_star_and_one_line_about_drift(tmp_path, capsys):
-    root = results(tmp_path, [128])
+    root = planted_results(tmp_path, [128])
     assert main(["analyze", str(root)]) == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -66,7 +59,7 @@ def test_one_width_prints_lr_star_and_one_line_about_drift(tmp_path, capsys):
 
 
 def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys):
-    root = results(tmp_path, [64, 128, 256])
+    root = planted_results(tmp_path, [64, 128, 256])
     assert main(["analyze", str(root), "--bootstrap", "200"]) == 0
     out = capsys.readouterr().out
     for title in ("Optimal learning rate", "Drift", "Stability boundary", "Transfer regret",
@@ -86,7 +79,7 @@ def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys
 
 
 def test_bad_options_are_one_line_errors(tmp_path, capsys):
-    root = results(tmp_path, [64, 128])
+    root = planted_results(tmp_path, [64, 128])
     assert main(["analyze", str(root), "--fit-points", "2"]) == 2
     assert "--fit-points" in one_line_error(capsys)
     assert main(["analyze", str(root), "--bootstrap", "-1"]) == 2
@@ -94,7 +87,7 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
 
 
 def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
-    root = results(tmp_path, [64, 128])
+    root = planted_results(tmp_path, [64, 128])
     assert main(["plot", str(root), "--bootstrap", "50"]) == 0
     printed = capsys.readouterr().out.split()
     assert printed[-1] == str(root / "analysis" / "report.html")
@@ -103,7 +96,7 @@ def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
 
 
 def test_summary_table_names_every_width_and_the_drift(tmp_path):
-    a = analyze(results(tmp_path, [64, 128, 256]), n_boot=100)
+    a = analyze(planted_results(tmp_path, [64, 128, 256]), n_boot=100)
     text = summary_table(a)
     lines = text.splitlines()
     for param in ("sp", "mup"):
@@ -117,7 +110,7 @@ def test_summary_table_names_every_width_and_the_drift(tmp_path):
 
 def test_written_tables_follow_the_documented_columns(tmp_path):
     """Extra axes and the store's columns both come through a one-part-per-trial layout."""
-    t = synthetic_tables([Planted("mup", 2**-7, 0.0, extra={"model.x": 1})], [64, 128], GRID,
+    t = synthetic_tables([Planted("mup", 2**-7, 0.0, extra={"model.x": 1})], [64, 128], LR_GRID,
                          [0])
     assert set(TRIAL_COLUMNS) <= set(t.trials.columns)
     write_results(tmp_path, t, per_trial=True)
@@ -132,7 +125,7 @@ def test_an_axis_set_for_part_of_the_sweep_is_written_as_text(tmp_path):
     """Trials without the axis get "unset"; the mixed column still goes to Parquet."""
     fams = [Planted("mup", 2**-7, 0.0, extra={"model.zero_real_fraction": 0.1}),
             Planted("sp", 2**-8, -1.0)]
-    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], GRID, [0, 1])),
+    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], LR_GRID, [0, 1])),
                 n_boot=20)
     assert sorted(map(str, a.lr_opt["model.zero_real_fraction"].unique())) == ["0.1", "unset"]
     written = {p.name for p in write_analysis(a, tmp_path / "out")}
@@ -146,7 +139,7 @@ def test_analyze_stays_light(tmp_path):
     import subprocess
     import sys
 
-    root = results(tmp_path, [64, 128])
+    root = planted_results(tmp_path, [64, 128])
     code = ("import sys; from mutransfer.cli import main; main(['analyze', sys.argv[1], "
             "'--bootstrap', '10']); print(sorted(m for m in ('matplotlib', 'torch', 'ray') "
             "if m in sys.modules))")

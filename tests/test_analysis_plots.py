@@ -2,20 +2,18 @@
 
 import base64
 import re
+from pathlib import Path
 
 import matplotlib.image as mpimg
-import numpy as np
 import pandas as pd
 import pytest
 
 from mutransfer.analysis import analyze, make_plots
 from mutransfer.analysis.coordplot import coord_summary
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from mutransfer.analysis.synthetic import synthetic_tables, write_results
 from mutransfer.results.store import write_part_atomic
+from tests.sweeps import LR_GRID, MUP, SP, planted_results
 
-GRID = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
-FAMILIES = [Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0),
-            Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)]
 WIDTHS = [64, 128, 256]
 
 
@@ -37,12 +35,18 @@ def coord_table(widths=WIDTHS) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def analysis(tmp_path_factory):
+    """Planted results (one part per trial) with a coordinate check, analysed."""
     root = tmp_path_factory.mktemp("plots")
-    write_results(root, synthetic_tables(FAMILIES, WIDTHS, GRID, [0, 1]), per_trial=True)
+    planted_results(root, WIDTHS, per_trial=True)
     write_part_atomic(coord_table(), root / "coord_check" / "coord.parquet")
-    paths = make_plots(root, analysis=analyze(root, n_boot=100))
-    return root, paths
+    return analyze(root, n_boot=100)
+
+
+@pytest.fixture(scope="module")
+def report(analysis):
+    root = Path(analysis.results_dir)
+    return root, make_plots(root, analysis=analysis)
 
 
 def test_every_figure_is_written_as_a_png(report):
@@ -67,16 +71,15 @@ def test_report_embeds_every_png_and_links_nothing(report):
     assert "href=" not in html and "<script" not in html and "<link" not in html
 
 
-def test_report_carries_the_tables_with_captions(report):
-    root, paths = report
+def test_report_carries_the_tables_with_captions(report, analysis):
+    _, paths = report
     html = paths[-1].read_text(encoding="utf-8")
     for title in ("Optimal learning rate", "Drift of the optimal LR with width",
                   "Stability boundary", "Transfer regret", "Does wider do better?",
                   "Training curves", "Coordinate check"):
         assert title in html
     assert html.count("<table") == 6 and html.count("<figcaption>") == 5
-    a = analyze(root, n_boot=100)
-    sp_slope = a.drift.set_index("parameterization").loc["sp", "slope"]
+    sp_slope = analysis.drift.set_index("parameterization").loc["sp", "slope"]
     assert f"{sp_slope:+.3f}" in html
 
 
@@ -89,7 +92,7 @@ def test_coord_summary_averages_seeds_and_layers_at_the_last_step():
 
 
 def test_one_width_and_no_steps_still_give_a_report(tmp_path):
-    t = synthetic_tables(FAMILIES, [128], GRID, [0, 1])
+    t = synthetic_tables([SP, MUP], [128], LR_GRID, [0, 1])
     t.steps = t.steps.iloc[:0]
     write_results(tmp_path, t)
     paths = make_plots(tmp_path, out_dir=tmp_path / "plots")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mutransfer.analysis import make_plots
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from tests.sweeps import planted_results
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
@@ -50,11 +50,7 @@ def report(tmp_path_factory) -> Path:
     if given:
         out = tmp_path_factory.mktemp("report")
         return make_plots(given, out_dir=out)[-1]
-    root = tmp_path_factory.mktemp("results")
-    fams = [Planted("sp", 2**-8, -1.0, stable_base=2**-5.5, stable_exponent=-1.0),
-            Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)]
-    grid = [2.0**e for e in np.arange(-12, -3.9, 1.0)]
-    write_results(root, synthetic_tables(fams, [64, 128, 256], grid, [0, 1]))
+    root = planted_results(tmp_path_factory.mktemp("results"), [64, 128, 256])
     return make_plots(root)[-1]
 
 
