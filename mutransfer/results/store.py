@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,13 +102,19 @@ def write_part_atomic(df: pd.DataFrame, target: str | Path,
     """
     fs = filesystem or pafs.LocalFileSystem()
     target = str(Path(target).resolve()) if filesystem is None else str(target)
+    _write_atomic(fs, target,
+                  lambda out: pq.write_table(pa.Table.from_pandas(df, preserve_index=False), out))
+
+
+def _write_atomic(fs: pafs.FileSystem, target: str, write: Callable[[Any], None]) -> None:
+    """`write(stream)` into a unique dot-file beside `target`, then rename it into place; the
+    temp file is removed when anything fails."""
     folder, name = target.rsplit("/", 1)
     fs.create_dir(folder, recursive=True)
     tmp = join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-    table = pa.Table.from_pandas(df, preserve_index=False)
     try:
         with fs.open_output_stream(tmp) as out:
-            pq.write_table(table, out)
+            write(out)
         fs.move(tmp, target)
     except BaseException:
         _delete_quietly(fs, tmp)
@@ -176,13 +182,7 @@ class Store:
 
     def write_text(self, name: str, text: str) -> None:
         """A small text file under the root, written atomically."""
-        target = join(self.root, name)
-        folder = target.rsplit("/", 1)[0]
-        self.fs.create_dir(folder, recursive=True)
-        tmp = join(folder, f".{target.rsplit('/', 1)[1]}.{uuid.uuid4().hex[:8]}.tmp")
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(text.encode())
-        self.fs.move(tmp, target)
+        _write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
 
     def read_text(self, name: str) -> str | None:
         path = join(self.root, name)
@@ -275,8 +275,10 @@ class Store:
             if row.get("status") not in DONE_STATUSES:
                 state.failed[tid] = str(row.get("error") or "failed")
                 continue
-            have = counts.get((tid, _attempt_of(row)), 0) if _attempt_of(row) else 0
-            if not _attempt_of(row):  # written without attempts: count every row of the trial
+            attempt = _attempt_of(row)
+            if attempt:
+                have = counts.get((tid, attempt), 0)
+            else:  # written without attempts: count every row of the trial
                 have = sum(n for (t, _), n in counts.items() if t == tid)
             if have < _count(row.get("evals")):
                 state.corrupt.append(self.trial_part(tid))
@@ -352,14 +354,17 @@ class Attempt:
             write_part_atomic(step_frame(self.rows), store.step_part(tid, self.token), store.fs)
         full = {**row, "trial_id": tid, "attempt": self.token, "evals": len(self.rows)}
         write_part_atomic(trial_frame(full), store.trial_part(tid), store.fs)
-        for k in range(len(self.rows)):
-            _delete_quietly(store.fs, store.step_part(tid, self.token, k))
+        self._delete_report_parts()
         return True
 
     def discard(self) -> None:
+        self._delete_report_parts()
+        _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
+
+    def _delete_report_parts(self) -> None:
+        """The per-report step parts of this attempt (the compacted part stays)."""
         for k in range(len(self.rows)):
             _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
-        _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
 
 
 def _scalars(report: dict[str, Any]) -> dict[str, Any]:
