@@ -76,17 +76,21 @@ class _Stepper:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
             return self.loss(self.model(inputs), targets)
 
-    def train_step(self, inputs, targets) -> tuple[float, float]:
-        """(loss, grad norm); the update is skipped when the loss is not finite."""
+    def train_step(self, inputs, targets) -> tuple[float, torch.Tensor]:
+        """(loss, grad norm); the update is skipped when the loss is not finite.
+
+        The loss is a float because divergence is checked at every step; the norm stays a 0-d
+        device tensor (no sync per step) since only the last one of an eval window is reported.
+        """
         self.model.train()
         loss = self._forward(inputs, targets)
         value = loss.item()
         if not math.isfinite(value):
-            return value, float("nan")
+            return value, torch.tensor(float("nan"))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         clip = self.cfg.train.grad_clip or float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip).item()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         self.opt.step()
         return value, norm
 
@@ -132,7 +136,7 @@ def run_trial(config: TrialConfig, report: Report | None = None) -> TrialResult:
         report(point)
 
     diverged_at, last_finite = None, initial
-    window, window_start, train_time, step = [], time.perf_counter(), 0.0, 0
+    losses, window_start, train_time, step = [], time.perf_counter(), 0.0, 0
     for step in range(1, total + 1):
         lr = set_lr(opt, t.lr, lr_factor(step - 1, total, t.warmup, t.schedule, t.min_lr_ratio))
         loss, norm = stepper.train_step(*next(batches))
@@ -140,19 +144,20 @@ def run_trial(config: TrialConfig, report: Report | None = None) -> TrialResult:
             diverged_at = step
             break
         last_finite = loss
-        window.append((loss, norm))
+        losses.append(loss)
         if step % t.eval_every == 0 or step == total:
+            grad_norm = norm.item()  # before the clock: it waits for the step's backward
             now = time.perf_counter()
             train_time += now - window_start
             ev = stepper.evaluate(eval_set)
             point = {"step": step, "tokens": step * tokens_per_step,
-                     "train_loss": sum(w[0] for w in window) / len(window), "eval_loss": ev,
-                     "lr": lr, "grad_norm": window[-1][1],
-                     "tokens_per_s": len(window) * tokens_per_step / max(now - window_start, 1e-9)}
+                     "train_loss": sum(losses) / len(losses), "eval_loss": ev,
+                     "lr": lr, "grad_norm": grad_norm,
+                     "tokens_per_s": len(losses) * tokens_per_step / max(now - window_start, 1e-9)}
             history.append(point)
             if report:
                 report(point)
-            window, window_start = [], time.perf_counter()
+            losses, window_start = [], time.perf_counter()
             if not math.isfinite(ev) or ev > bound:
                 diverged_at = step
                 break
