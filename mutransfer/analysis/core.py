@@ -39,9 +39,10 @@ class Analysis(GroupAxes):
     stability_slope: pd.DataFrame
     regret: pd.DataFrame
     monotonicity: pd.DataFrame
+    prepared: Prepared = field(repr=False)   # the trials as analysed, reused by the plots
+    steps: pd.DataFrame = field(repr=False)  # the steps table as read, for the training curves
     optima: list[GroupOptimum] = field(repr=False, default_factory=list)
     notes: list[str] = field(default_factory=list)
-    source: Tables | None = field(repr=False, default=None)  # as read, reused by the plots
 
     @property
     def name(self) -> str:
@@ -101,4 +102,4 @@ def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT
         stability_slope=stability_slope_table(stability, fam),
         regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
         monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
-        optima=optima, notes=_notes(prep), source=tables)
+        prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep))

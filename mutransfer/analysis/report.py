@@ -16,10 +16,8 @@ import pandas as pd
 from mutransfer.analysis.coordplot import plot_coord_check, read_coord
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.curves import plot_training_curves
-from mutransfer.analysis.groups import prepare
 from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
 from mutransfer.analysis.sections import Section, header_lines, sections
-from mutransfer.results.store import read_tables
 
 REPORT = "report.html"
 
@@ -47,9 +45,7 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                             "Bars span the largest LR that trained to the smallest that "
                             "diverged; dots are their geometric mean."),
     }
-    tables = a.source if a.source is not None else read_tables(a.results_dir)
-    curves = plot_training_curves(a, prepare(tables.trials), tables.steps,
-                                  out / "training_curves.png")
+    curves = plot_training_curves(a, a.prepared, a.steps, out / "training_curves.png")
     if curves is not None:
         figs["curves"] = Figure(curves, "Training curves",
                                 "Eval loss against step for every cell, mean over seeds; "
