@@ -1,6 +1,8 @@
-"""Shared fixtures: small configs and a token data spec."""
+"""Shared fixtures: small configs and a token data spec; helpers for data-source batches."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -8,6 +10,17 @@ import torch
 from mutransfer.data.base import DataSpec
 
 BYTES = DataSpec(kind="tokens", vocab_size=256, input_dim=None, output_dim=256, loss="ce")
+
+
+def take(batches, n: int) -> list:
+    """The first n (inputs, targets) batches of an iterator."""
+    return list(itertools.islice(batches, n))
+
+
+def same(a: list, b: list) -> bool:
+    """Two lists of (inputs, targets) batches are equal, batch for batch."""
+    return len(a) == len(b) and all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1])
+                                    for p, q in zip(a, b))
 
 
 @pytest.fixture(autouse=True)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
 
 from mutransfer.data import DataConfig, load_data
 from mutransfer.errors import UserError
+from tests.conftest import same, take
 
 FINEWEB = "HuggingFaceFW/fineweb"
 
@@ -32,10 +31,6 @@ def hf(cache, **kw):
     return load_data(DataConfig(source="hf", cache_dir=str(cache), **kw))
 
 
-def take(it, n):
-    return list(itertools.islice(it, n))
-
-
 def test_placed_fineweb_shards_are_read_without_the_hub(tmp_path, no_hub):
     folder = tmp_path / FINEWEB / "sample" / "10BT"
     write_shard(folder / "000_00000.parquet", "first")
@@ -49,9 +44,8 @@ def test_placed_fineweb_shards_are_read_without_the_hub(tmp_path, no_hub):
     assert b"other config" not in text
     # the same batches as source: parquet on the glob the error message names
     plain = load_data(DataConfig(source="parquet", path=str(folder / "*.parquet")))
-    for (a, b), (c, d) in zip(take(src.batches("eval", 2, 32, seed=1), 5),
-                              take(plain.batches("eval", 2, 32, seed=1), 5)):
-        assert torch.equal(a, c) and torch.equal(b, d)
+    assert same(take(src.batches("eval", 2, 32, seed=1), 5),
+                take(plain.batches("eval", 2, 32, seed=1), 5))
 
 
 def test_max_files_and_an_explicit_files_glob(tmp_path, no_hub):

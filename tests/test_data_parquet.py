@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 import shutil
 
@@ -14,6 +13,7 @@ import torch
 from mutransfer.data import DataConfig, load_data, packing, parquet
 from mutransfer.data.splits import rows_in_eval
 from mutransfer.errors import UserError
+from tests.conftest import same, take
 
 N_SHARDS, N_ROWS = 3, 300
 DOC = re.compile(rb"<(\d+)-(\d+)>")
@@ -55,10 +55,6 @@ def source(path, **kw):
     return load_data(DataConfig(source="parquet", path=str(path), **kw))
 
 
-def take(it, n):
-    return list(itertools.islice(it, n))
-
-
 def docs_in(batches) -> set[tuple[int, int]]:
     """Documents whose tag appears whole in the inputs."""
     found = set()
@@ -66,11 +62,6 @@ def docs_in(batches) -> set[tuple[int, int]]:
         for row in x.tolist():
             found |= {(int(a), int(b)) for a, b in DOC.findall(bytes(row))}
     return found
-
-
-def same(a, b):
-    return len(a) == len(b) and all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1])
-                                    for p, q in zip(a, b))
 
 
 def test_spec_shapes_and_next_token_targets(shards):

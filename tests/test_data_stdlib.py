@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import torch
 from mutransfer.data import DataConfig, describe, load_data
 from mutransfer.data.splits import split_keys
 from mutransfer.data.stdlib import stdlib_files
+from tests.conftest import same, take
 
 
 def eval_names_here() -> list[str]:
@@ -59,9 +59,8 @@ def test_loaded_once_per_process_and_batches_resume():
     assert load_data(DataConfig()) is src
     assert src.spec.vocab_size == 256 and src.spec.kind == "tokens"
     assert describe(DataConfig()).startswith("stdlib: ")
-    full = list(itertools.islice(src.batches("train", 8, 128, seed=0), 12))
-    resumed = list(itertools.islice(src.batches("train", 8, 128, seed=0, start=9), 3))
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-               for a, b in zip(full[9:], resumed))
+    full = take(src.batches("train", 8, 128, seed=0), 12)
+    resumed = take(src.batches("train", 8, 128, seed=0, start=9), 3)
+    assert same(full[9:], resumed)
     x, y = full[0]
     assert torch.equal(x[:, 1:], y[:, :-1])

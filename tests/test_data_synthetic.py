@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -12,6 +11,7 @@ import torch
 from mutransfer.data import IGNORE_INDEX, DataConfig, load_data
 from mutransfer.data.synthetic import memory_kernel
 from mutransfer.errors import UserError
+from tests.conftest import same, take
 
 
 def memory(**kw):
@@ -20,10 +20,6 @@ def memory(**kw):
 
 def copy(**kw):
     return load_data(DataConfig(source="synthetic", task="copy", **kw))
-
-
-def take(it, n):
-    return list(itertools.islice(it, n))
 
 
 def rho_direct(kind: str, k: int, tau=16.0, power=1.0, omega=0.4) -> float:
@@ -79,8 +75,7 @@ def test_memory_train_and_eval_are_different_streams_and_resume():
     held = take(src.batches("eval", 2, 16, seed=0), 6)
     assert not any(torch.equal(a[0], b[0]) for a, b in zip(train, held))
     again = take(src.batches("train", 2, 16, seed=0, start=4), 2)
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-               for a, b in zip(train[4:], again))
+    assert same(train[4:], again)
 
 
 def test_copy_layout_and_targets_only_on_the_answer():

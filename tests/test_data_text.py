@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import shutil
 
@@ -13,6 +12,7 @@ import torch
 from mutransfer.data import DataConfig, load_data
 from mutransfer.data.splits import split_keys
 from mutransfer.errors import UserError
+from tests.conftest import same, take
 
 
 def write_corpus(folder, n_files=12):
@@ -26,10 +26,6 @@ def write_corpus(folder, n_files=12):
 
 def text(path, **kw):
     return load_data(DataConfig(source="text", path=str(path), **kw))
-
-
-def take(it, n):
-    return list(itertools.islice(it, n))
 
 
 def as_bytes(buf) -> bytes:
@@ -85,8 +81,7 @@ def test_resumed_iterator_equals_the_tail_and_seeds_differ(tmp_path):
     src = text(write_corpus(tmp_path / "corpus"))
     full = take(src.batches("train", 4, 32, seed=9), 20)
     tail = take(src.batches("train", 4, 32, seed=9, start=13), 7)
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-               for a, b in zip(full[13:], tail))
+    assert same(full[13:], tail)
     other = next(src.batches("train", 4, 32, seed=10))
     assert not torch.equal(full[0][0], other[0])
 
