@@ -297,13 +297,20 @@ class Store:
             if row is not None and _attempt_of(row) and attempt != _attempt_of(row):
                 _delete_quietly(self.fs, path)
 
-    def is_complete(self, trial_id: str) -> bool:
-        """The trial part exists, reads, and holds a finished (complete or diverged) trial."""
+    def finished_row(self, trial_id: str) -> dict[str, Any] | None:
+        """The trial's row when its part exists, reads, and holds a finished (complete or
+        diverged) trial; else None."""
         try:
             df = self.read_part(self.trial_part(trial_id))
         except (OSError, ValueError, pa.ArrowException):
-            return False
-        return bool(len(df)) and str(df["status"].iloc[0]) in DONE_STATUSES
+            return None
+        if not len(df) or str(df["status"].iloc[0]) not in DONE_STATUSES:
+            return None
+        return df.iloc[0].to_dict()
+
+    def is_complete(self, trial_id: str) -> bool:
+        """The trial part exists, reads, and holds a finished (complete or diverged) trial."""
+        return self.finished_row(trial_id) is not None
 
     # -- writing trials ----------------------------------------------------------------------
     def start_attempt(self, trial_id: str) -> Attempt:

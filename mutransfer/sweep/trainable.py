@@ -45,9 +45,9 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[s
 
     store = Store(store_location)
     tid = payload["trial_id"]
-    if store.is_complete(tid):  # e.g. an Optuna proposal equal to a stored trial
-        row = store.read_part(store.trial_part(tid)).iloc[0].to_dict()
-        return metrics_of(row, skipped=True)
+    stored = store.finished_row(tid)
+    if stored is not None:  # e.g. an Optuna proposal equal to a stored trial
+        return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
     config = TrialConfig.model_validate(payload["config"])
     result = run_trial(config, report=attempt.write_step)
