@@ -31,7 +31,6 @@ class Cell:
     trial_id: str
     config: dict[str, Any]  # TrialConfig.model_dump(mode="json")
     columns: dict[str, Any]  # trials-table values: width, parameterization, lr, ..., axes
-    search: str = "grid"
 
     @property
     def width(self) -> int:
@@ -142,9 +141,8 @@ def _cells(spec: SweepSpec, axes: list[Axis]) -> list[Cell]:
             lrs = lr_axis.lr_for(pname).values
         for lr in lrs:
             values = combo if lr_axis is None else {**combo, lr_axis.name: lr}
-            cfg = _resolve(spec, axes, values)
-            cell = Cell(trial_id(cfg), cfg.model_dump(mode="json"), {})
-            cell.columns = columns_of(cell.config, axes)
+            dumped = _resolve(spec, axes, values).model_dump(mode="json")
+            cell = Cell(trial_id(dumped), dumped, columns_of(dumped, axes))
             cells.setdefault(cell.trial_id, cell)  # axes that change nothing: one trial
     return sorted(cells.values(), key=_cost_order)
 
