@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
+from mutransfer.data.base import IGNORE_INDEX
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
 from mutransfer.optim import lr_factor, make_optimizer, set_lr
@@ -57,10 +58,10 @@ def resolve_device(name: str) -> torch.device:
 
 
 def loss_fn(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Cross-entropy over tokens (targets -100 ignored) or mean squared error."""
+    """Cross-entropy over tokens (targets IGNORE_INDEX ignored) or mean squared error."""
     if kind == "ce":
         return lambda out, y: F.cross_entropy(out.float().reshape(-1, out.shape[-1]),
-                                              y.reshape(-1), ignore_index=-100)
+                                              y.reshape(-1), ignore_index=IGNORE_INDEX)
     return lambda out, y: F.mse_loss(out.float(), y.float())
 
 
