@@ -93,13 +93,17 @@ def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
     """All (parameterization, width, seed) runs as one long table (docs/results-format.md)."""
     spec = source.spec
     rows = []
-    jobs = [(p, w, seed) for p in s.params for w in s.widths for seed in s.seed_list()]
-    for i, (param, width, seed) in enumerate(jobs):
+    seeds = s.seed_list()
+    # the same data for every parameterization and width: a fixed probe, train batches per seed
+    probe, _ = next(source.batches("eval", s.batch_size, s.seq_len, seed=1234))
+    train = {}
+    for seed in seeds:
         it = source.batches("train", s.batch_size, s.seq_len, seed=seed)
-        batches = [next(it) for _ in range(s.steps)]
-        probe, _ = next(source.batches("eval", s.batch_size, s.seq_len, seed=1234))
+        train[seed] = [next(it) for _ in range(s.steps)]
+    jobs = [(p, w, seed) for p in s.params for w in s.widths for seed in seeds]
+    for i, (param, width, seed) in enumerate(jobs):
         cfg = trial_config(s, param, width, seed)
-        for r in measure_one(cfg, spec, batches, probe):
+        for r in measure_one(cfg, spec, train[seed], probe):
             rows.append({"parameterization": param, "optimizer": s.optimizer, "width": width,
                          "seed": seed, **r})
         if progress:
