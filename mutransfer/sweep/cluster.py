@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import is_uri
 
-# Set before Ray is imported: no Tune trial tables or CSV/JSON/TensorBoard trial logs (the
-# store is the record), trainables keep the driver's working directory (relative data paths
-# keep working), no usage-stats banner.
+# Set before Ray is imported (unless already set): no Tune trial tables or CSV/JSON/TensorBoard
+# trial logs (the store is the record), no usage-stats banner.
 QUIET_ENV = {
     "RAY_AIR_NEW_OUTPUT": "0",
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-    "RAY_CHDIR_TO_TRIAL_DIR": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1000000",
 }
@@ -33,7 +31,8 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 def quiet_ray_env() -> None:
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
-    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative data paths depend on it
+    # always: trainables keep the driver's working directory (relative data paths need it)
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
 
 
 @dataclass
