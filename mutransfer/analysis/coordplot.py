@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from matplotlib.lines import Line2D
 
 from mutransfer.analysis.plotstyle import plt, save, width_axis
@@ -27,7 +26,7 @@ def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
     path = join(store.root, COORD_FILE)
     if store.fs.get_file_info(path).type != pafs.FileType.File:
         return None
-    df = pq.read_table(path, filesystem=store.fs).to_pandas()
+    df = store.read_part(path)
     return df if len(df) else None
 
 
