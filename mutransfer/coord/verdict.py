@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mutransfer.analysis.slopes import ols
 from mutransfer.analysis_defaults import COORD_TOLERANCE as TOLERANCE
 
 FEATURE_LEARNING = ("mup", "spectral", "mup_ssm")  # SP does not claim it
@@ -36,7 +37,7 @@ def slopes(coord: pd.DataFrame) -> pd.DataFrame:
             elif not np.all(np.isfinite(y)):
                 slope = float("inf")  # a zero or non-finite RMS: cannot be flat
             else:
-                slope = float(np.polyfit(x, y, 1)[0])
+                slope = ols(x, y).slope
             out.append(dict(zip(keys, key), kind=kind, slope=slope))
     return pd.DataFrame(out)
 
