@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 HELP = "status and logs of a submitted sweep job"
 
@@ -30,10 +29,7 @@ def run(args) -> int:
         else:
             sys.stdout.write(jobs.logs(args.job_id, args.address))
         return 0
-    info = jobs.status(args.job_id, args.address)
-    while args.wait and info["status"] not in jobs.TERMINAL:
-        time.sleep(5)
-        info = jobs.status(args.job_id, args.address)
+    info = (jobs.wait if args.wait else jobs.status)(args.job_id, args.address)
     message = f"  {info['message']}" if info["message"] else ""
     print(f"{info['job_id']}: {info['status']}{message}")
     if args.wait:

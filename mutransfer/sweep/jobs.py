@@ -153,7 +153,24 @@ def _inside(path: Path, root: Path) -> str:
 
 
 def status(job_id: str, address: str) -> dict[str, Any]:
-    info = _call(client(address).get_job_info, job_id, address)
+    return _status(client(address), job_id, address)
+
+
+def wait(job_id: str, address: str, poll_s: float = 5.0) -> dict[str, Any]:
+    """The job's status once it has ended (SUCCEEDED, FAILED or STOPPED), polling every
+    `poll_s` seconds through one client."""
+    import time
+
+    jobs = client(address)
+    info = _status(jobs, job_id, address)
+    while info["status"] not in TERMINAL:
+        time.sleep(poll_s)
+        info = _status(jobs, job_id, address)
+    return info
+
+
+def _status(jobs: Any, job_id: str, address: str) -> dict[str, Any]:
+    info = _call(jobs.get_job_info, job_id, address)
     return {"job_id": job_id, "status": str(getattr(info.status, "value", info.status)),
             "message": info.message or "", "entrypoint": info.entrypoint,
             "start_time": info.start_time, "end_time": info.end_time}
