@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -62,3 +63,14 @@ def rng_for(seed: int, split: Split, *index: int) -> np.random.Generator:
     """A generator for one (seed, split, index...) cell, so any batch can be drawn directly."""
     words = [seed % 2**64, SPLITS.index(split), *(i % 2**64 for i in index)]
     return np.random.default_rng(words)
+
+
+T = TypeVar("T")
+
+
+def indexed_stream(make: Callable[[np.random.Generator], T], seed: int, split: Split,
+                   start: int) -> Iterator[T]:
+    """make(rng_for(seed, split, i)) for i = start, start + 1, ... without end: item i depends
+    on its index only, so starting at `start` costs nothing."""
+    for index in itertools.count(start):
+        yield make(rng_for(seed, split, index))

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from mutransfer.data.base import Batch, DataSpec, Split, check_batch_args, rng_for
+from mutransfer.data.base import Batch, DataSpec, Split, check_batch_args, indexed_stream
 from mutransfer.errors import UserError
 
 
@@ -44,11 +44,12 @@ class MemorySource:
                  start: int) -> Iterator[Batch]:
         offsets = np.arange(seq_len + 1)
         n_starts = len(buf) - seq_len  # every window of seq_len + 1 tokens
-        index = start
-        while True:
-            starts = rng_for(seed, split, index).integers(0, n_starts, size=batch_size)
-            yield lm_batch(buf[starts[:, None] + offsets])
-            index += 1
+
+        def window(rng: np.random.Generator) -> Batch:
+            starts = rng.integers(0, n_starts, size=batch_size)
+            return lm_batch(buf[starts[:, None] + offsets])
+
+        return indexed_stream(window, seed, split, start)
 
 
 def human(n: int) -> str:

@@ -30,7 +30,7 @@ from mutransfer.data.base import (
     DataSpec,
     Split,
     check_batch_args,
-    rng_for,
+    indexed_stream,
 )
 from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError
@@ -79,14 +79,7 @@ class _Generated:
                 start: int = 0) -> Iterator[Batch]:
         check_batch_args(split, batch_size, seq_len, start)
         self.check(seq_len)
-        return self._stream(split, batch_size, seq_len, seed, start)
-
-    def _stream(self, split: Split, batch_size: int, seq_len: int, seed: int,
-                start: int) -> Iterator[Batch]:
-        index = start
-        while True:
-            yield self.make(rng_for(seed, split, index), batch_size, seq_len)
-            index += 1
+        return indexed_stream(lambda rng: self.make(rng, batch_size, seq_len), seed, split, start)
 
 
 class MemoryTask(_Generated):
