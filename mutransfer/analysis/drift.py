@@ -7,12 +7,14 @@ The OLS standard error of the slope is reported beside it for comparison.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.groups import as_key
 from mutransfer.analysis.optimum import CI_PERCENTILES, GroupOptimum
-from mutransfer.analysis.slopes import ols, rowwise_slopes
+from mutransfer.analysis.slopes import Line, ols, rowwise_slopes
 
 NEEDS_TWO = "needs at least two widths"
 
@@ -40,21 +42,42 @@ def too_few(n_found: int, n_widths: int, what: str) -> str:
     return f"{NEEDS_TWO}; {what} at {n_found} of {n_widths}"
 
 
+@dataclass
+class WidthFit:
+    """One family's rows with a finite value, by width, and the line of log2 value against
+    log2 width; no line (and a note saying why) with fewer than two such widths."""
+
+    rows: pd.DataFrame
+    widths: np.ndarray
+    x: np.ndarray           # log2 widths
+    line: Line | None
+    note: str
+
+
+def width_fit(fam: pd.DataFrame, col: str, what: str) -> WidthFit:
+    """Fit log2 `col` against log2 width over the widths where it is finite; `what` names the
+    value in the note when too few widths have one."""
+    n_all = fam["width"].nunique()
+    fam = fam[np.isfinite(fam[col])].sort_values("width")
+    widths = fam["width"].to_numpy()
+    x = np.log2(widths.astype(float))
+    if len(widths) < 2:
+        return WidthFit(fam, widths, x, None, too_few(len(widths), n_all, what))
+    return WidthFit(fam, widths, x, ols(x, np.log2(fam[col].to_numpy())), "")
+
+
 def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
               by_key: dict[tuple, GroupOptimum]) -> dict:
-    n_all = fam["width"].nunique()
-    fam = fam[np.isfinite(fam["lr_opt"])].sort_values("width")
-    widths = fam["width"].to_numpy()
+    fit = width_fit(fam, "lr_opt", "an optimum (some LR trained)")
+    widths, line = fit.widths, fit.line
     row = {**dict(zip(cols, fam_key)), "n_widths": len(widths), "widths": widths_text(widths),
            "slope": np.nan, "ci_low": np.nan, "ci_high": np.nan, "stderr": np.nan,
-           "intercept": np.nan, "n_boot": 0, "n_edge": int(fam["edge"].sum()), "note": ""}
-    if len(widths) < 2:
-        row["note"] = too_few(len(widths), n_all, "an optimum (some LR trained)")
+           "intercept": np.nan, "n_boot": 0, "n_edge": int(fit.rows["edge"].sum()),
+           "note": fit.note}
+    if line is None:
         return row
-    x = np.log2(widths.astype(float))
-    line = ols(x, np.log2(fam["lr_opt"].to_numpy()))
     boots = [by_key[(*fam_key, w)].boot_log2 for w in widths]
-    lo, hi, n = _boot_interval(boots, x)
+    lo, hi, n = _boot_interval(boots, fit.x)
     row.update(slope=line.slope, intercept=line.intercept, stderr=line.stderr,
                ci_low=lo, ci_high=hi, n_boot=n)
     notes = []

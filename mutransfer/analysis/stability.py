@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mutransfer.analysis.drift import too_few, widths_text
+from mutransfer.analysis.drift import width_fit, widths_text
 from mutransfer.analysis.groups import as_key
-from mutransfer.analysis.slopes import ols
 
 
 def boundary_row(key: tuple, cells: pd.DataFrame, cols: list[str]) -> dict:
@@ -45,18 +44,13 @@ def stability_slope_table(stability: pd.DataFrame, family_cols: list[str]) -> pd
     """Slope of log2 boundary against log2 width, over widths where both ends were seen."""
     rows = []
     for k, fam in stability.groupby(family_cols, sort=True, dropna=False):
-        n_all = fam["width"].nunique()
-        fam = fam[np.isfinite(fam["boundary"])].sort_values("width")
-        widths = fam["width"].to_numpy()
-        row = {**dict(zip(family_cols, as_key(k))), "n_widths": len(widths),
-               "widths": widths_text(widths), "slope": np.nan, "stderr": np.nan,
-               "intercept": np.nan, "note": ""}
-        if len(widths) < 2:
-            row["note"] = too_few(len(widths), n_all, "a boundary inside the grid")
-        else:
-            line = ols(np.log2(widths.astype(float)), np.log2(fam["boundary"].to_numpy()))
+        fit = width_fit(fam, "boundary", "a boundary inside the grid")
+        row = {**dict(zip(family_cols, as_key(k))), "n_widths": len(fit.widths),
+               "widths": widths_text(fit.widths), "slope": np.nan, "stderr": np.nan,
+               "intercept": np.nan, "note": fit.note}
+        if (line := fit.line) is not None:
             row.update(slope=line.slope, stderr=line.stderr, intercept=line.intercept)
-            if not fam["clean"].all():
+            if not fit.rows["clean"].all():
                 row["note"] = "some boundaries are ambiguous (see the stability table)"
         rows.append(row)
     return pd.DataFrame(rows)
