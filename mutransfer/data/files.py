@@ -32,7 +32,8 @@ def static_root(pattern: str) -> Path:
     return Path(*fixed) if fixed else Path(".")
 
 
-def _visible(path: Path, root: Path) -> bool:
+def visible(path: Path, root: Path) -> bool:
+    """No part of `path` below `root` is a hidden (dot) name."""
     return not any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
@@ -45,7 +46,7 @@ def resolve_files(path: str, source: str, suffix: str | None = None) -> FileSet:
         files = sorted(Path(m) for m in glob.glob(p, recursive=True) if Path(m).is_file())
     elif os.path.isdir(p):
         root = Path(p)
-        files = sorted(f for f in root.rglob("*") if f.is_file() and _visible(f, root)
+        files = sorted(f for f in root.rglob("*") if f.is_file() and visible(f, root)
                        and (suffix is None or f.name.endswith(suffix)))
     elif os.path.isfile(p):
         root = Path(p).parent

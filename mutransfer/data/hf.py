@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from mutransfer.data.config import DataConfig
-from mutransfer.data.files import FileSet, static_root
+from mutransfer.data.files import FileSet, static_root, visible
 from mutransfer.data.parquet import ParquetSource, parquet_source
 from mutransfer.errors import UserError, first_line
 
@@ -108,8 +108,8 @@ def match_files(names: list[str], patterns: list[str], max_files: int | None) ->
 def local_files(local: Path, patterns: list[str], max_files: int | None) -> list[str]:
     if not local.is_dir():
         return []
-    names = [p.relative_to(local).as_posix() for p in local.rglob("*.parquet")]
-    names = [n for n in names if not any(part.startswith(".") for part in n.split("/"))]
+    names = [p.relative_to(local).as_posix() for p in local.rglob("*.parquet")
+             if visible(p, local)]
     return match_files(names, patterns, max_files)
 
 
