@@ -22,9 +22,9 @@ from mutransfer.analysis.plotstyle import (
 )
 
 
-def families(a: Analysis, df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(label, rows) per family of `df`, in sorted order."""
-    return [(family_label(as_key(k), a.axes), rows)
+def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per family of `df`, in sorted order; `sep` joins the label's parts."""
+    return [(family_label(as_key(k), a.axes, sep=sep), rows)
             for k, rows in df.groupby(a.family_cols, sort=True, dropna=False)]
 
 
@@ -59,8 +59,7 @@ def _on_top(ax, x: np.ndarray, top: float, marker: str, **kw) -> None:
         ax.plot(x, np.full(len(x), top), marker, ls="", clip_on=False, zorder=4, **kw)
 
 
-def _loss_panel(ax, a: Analysis, cells: pd.DataFrame, opt: pd.DataFrame,
-                colors: dict, top: float) -> None:
+def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict, top: float) -> None:
     for w, c in cells.groupby("width", sort=True):
         c = c.sort_values("lr")
         color = colors[int(w)]
@@ -81,15 +80,15 @@ def _loss_panel(ax, a: Analysis, cells: pd.DataFrame, opt: pd.DataFrame,
 
 def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     """A panel per family, a line per width; stars at lr*, diverged LRs as x on the top edge."""
-    fams = families(a, a.cells)
-    opt_by = dict(families(a, a.lr_opt))
+    fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
+    opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)
     lo, hi = loss_limits(a.cells)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, a, cells, opt_by[label], colors, hi)
+        _loss_panel(ax, cells, opt_by[label], colors, hi)
         ax.set_ylim(lo, hi)
-        ax.set_title(label.replace(", ", "\n"))  # one line per axis: long names fit
+        ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
         ax.set_ylabel("final eval loss (mean over seeds)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
