@@ -49,6 +49,11 @@ class CellStats:
         """LRs that enter the optimum: run, not diverged, and with a loss to average."""
         return (self.n_trials > 0) & ~self.diverged & (self.n_loss > 0)
 
+    @property
+    def usable_loss(self) -> np.ndarray:
+        """The mean loss of the usable LRs, NaN elsewhere: what the optimum is fitted to."""
+        return np.where(self.usable, self.mean_loss, np.nan)
+
 
 def seed_lr_arrays(group: pd.DataFrame) -> SeedLrArrays:
     """Arrays of one group (one family at one width) from its prepared trial rows."""

@@ -49,14 +49,14 @@ def bootstrap_log2(arr: SeedLrArrays, n_boot: int, seed: int, key: tuple, k: int
         return np.empty(0)
     idx = _rng(seed, key).integers(0, n_seeds, size=(n_boot, n_seeds))
     stats = cell_stats(arr, idx)
-    fit = fit_optimum(arr.log2_lr, np.where(stats.usable, stats.mean_loss, np.nan), k)
+    fit = fit_optimum(arr.log2_lr, stats.usable_loss, k)
     return fit.log2_lr
 
 
 def optimum_of(group: pd.DataFrame, key: tuple, n_boot: int, seed: int, k: int) -> GroupOptimum:
     arr = seed_lr_arrays(group)
     stats = cell_stats(arr, all_seeds(arr))
-    fit = fit_optimum(arr.log2_lr, np.where(stats.usable, stats.mean_loss, np.nan), k)
+    fit = fit_optimum(arr.log2_lr, stats.usable_loss, k)
     return GroupOptimum(key, arr, stats, fit, bootstrap_log2(arr, n_boot, seed, key, k))
 
 
