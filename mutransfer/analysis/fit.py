@@ -85,7 +85,7 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, k: int = 5,
         inside = (a > 0) & two_sided & (vertex >= span_lo) & (vertex <= span_hi)
         vertex_loss = c - b * b / (4 * a)
     argmin_loss = np.take_along_axis(loss, np.maximum(argmin, 0)[:, None], axis=1)[:, 0]
-    log2_opt = np.where(inside, x0 + np.where(inside, vertex, 0.0), x0)
+    log2_opt = np.where(inside, x0 + vertex, x0)
     loss_opt = np.where(inside, vertex_loss, argmin_loss)
     log2_opt = np.where(has_any, log2_opt, np.nan)
     loss_opt = np.where(has_any, loss_opt, np.nan)
