@@ -28,6 +28,10 @@ def fmt_slope(x: float) -> str:
     return MISSING if not _finite(x) else f"{x:+.3f}"
 
 
+def fmt_stderr(x: float) -> str:
+    return MISSING if not _finite(x) else f"{x:.3f}"
+
+
 def fmt_interval(lo: float, hi: float, fmt) -> str:
     if not (_finite(lo) and _finite(hi)):
         return MISSING
@@ -52,7 +56,7 @@ def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
            "95% interval": [fmt_interval(lo, hi, fmt_lr)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])],
            "best loss": [fmt_loss(v) for v in df["best_loss"]],
-           "edge": [s if s else "" for s in df["edge_side"]]}
+           "edge": df["edge_side"].tolist()}
     if not compact:
         out.update({"fit": df["method"].tolist(), "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
                     "LRs trained": df["n_lrs"].astype(str).tolist(),
@@ -68,7 +72,7 @@ def view_drift(a: Analysis) -> pd.DataFrame:
         "slope": [fmt_slope(v) for v in df["slope"]],
         "95% interval": [fmt_interval(lo, hi, fmt_slope)
                          for lo, hi in zip(df["ci_low"], df["ci_high"])],
-        "OLS s.e.": [MISSING if not _finite(v) else f"{v:.3f}" for v in df["stderr"]],
+        "OLS s.e.": [fmt_stderr(v) for v in df["stderr"]],
         "note": df["note"].tolist()})
 
 
@@ -87,7 +91,7 @@ def view_stability_slope(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame({
         **_family(a, df), "widths": df["widths"].tolist(),
         "slope": [fmt_slope(v) for v in df["slope"]],
-        "OLS s.e.": [MISSING if not _finite(v) else f"{v:.3f}" for v in df["stderr"]],
+        "OLS s.e.": [fmt_stderr(v) for v in df["stderr"]],
         "note": df["note"].tolist()})
 
 
