@@ -100,7 +100,7 @@ def prepare(trials: pd.DataFrame) -> Prepared:
     df["seed"] = df["seed"].astype("int64")
     loss = pd.to_numeric(df["final_eval_loss"], errors="coerce").astype("float64")
     df["loss"] = loss.where(~df["diverged"] & np.isfinite(loss))
-    df = df.sort_values([*["parameterization", *axes], "width", "lr", "seed"], kind="stable")
+    df = df.sort_values(["parameterization", *axes, "width", "lr", "seed"], kind="stable")
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()))
 
 
