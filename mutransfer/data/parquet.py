@@ -160,15 +160,15 @@ class ParquetSource:
         if key in _TOKENS:
             yield _TOKENS[key]
             return
-        dtype = token_dtype(self.tok.vocab_size)
         parts = []
         for texts in self._texts(unit, split):
-            parts.append(self.tok.encode_docs(texts.to_pylist()).astype(dtype, copy=False))
+            parts.append(self.tok.encode_docs(texts.to_pylist()))
             yield parts[-1]
         _COUNTS[key] = sum(len(p) for p in parts)
         size = sum(p.nbytes for p in parts)
         if sum(t.nbytes for t in _TOKENS.values()) + size <= TOKEN_CACHE_BYTES:
-            _TOKENS[key] = np.concatenate(parts) if parts else np.zeros(0, dtype)
+            empty = np.zeros(0, token_dtype(self.tok.vocab_size))
+            _TOKENS[key] = np.concatenate(parts) if parts else empty
 
     def _order(self, split: Split, seed: int, epoch: int) -> list[Unit]:
         perm = rng_for(seed, split, epoch, _EPOCH_TAG).permutation(len(self.units))

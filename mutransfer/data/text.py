@@ -18,13 +18,12 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, resolve_files
 from mutransfer.data.memory import MemorySource, human
 from mutransfer.data.splits import split_keys
-from mutransfer.data.tokenizers import Tokenizer, make_tokenizer, token_dtype
+from mutransfer.data.tokenizers import Tokenizer, make_tokenizer
 from mutransfer.errors import UserError
 
 
 def _encode(tok: Tokenizer, files: list[Path]) -> np.ndarray:
-    return tok.encode_docs([f.read_bytes() for f in files]).astype(
-        token_dtype(tok.vocab_size), copy=False)
+    return tok.encode_docs([f.read_bytes() for f in files])
 
 
 def corpus_from_files(name: str, fileset: FileSet, tok: Tokenizer, eval_fraction: float,

@@ -23,7 +23,8 @@ class Tokenizer(Protocol):
     eot: int
 
     def encode_docs(self, docs: Sequence[str | bytes]) -> np.ndarray:
-        """Token ids of the documents, each followed by `eot`, as one array."""
+        """Token ids of the documents, each followed by `eot`, as one array of dtype
+        token_dtype(vocab_size) (also when `docs` is empty), ready to be held as a corpus."""
         ...
 
     def count_docs(self, docs: pa.Array | pa.ChunkedArray) -> int:
