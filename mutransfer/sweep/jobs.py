@@ -136,11 +136,29 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
     jobs = client(address)
     try:
-        return jobs.submit_job(entrypoint=entrypoint(rel, storage, analysis),
-                               runtime_env=runtime_env, submission_id=job_id,
-                               metadata={"sweep": plan.spec.name})
+        return _submit_when_an_agent_is_up(
+            jobs, entrypoint=entrypoint(rel, storage, analysis), runtime_env=runtime_env,
+            submission_id=job_id, metadata={"sweep": plan.spec.name})
     except (RuntimeError, ValueError, OSError) as exc:
         raise UserError(f"submitting {path} to {address} failed: {first_line(exc)}") from None
+
+
+# what Ray's dashboard answers while the head's job agent is still starting (a cluster just
+# started): nothing was created, and it asks to try again
+NO_AGENT_YET = "No available agent to submit job"
+
+
+def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = 120.0, **job: Any) -> str:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return jobs.submit_job(**job)
+        except RuntimeError as exc:
+            if NO_AGENT_YET not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(2.0)
 
 
 def _inside(path: Path, root: Path) -> str:
