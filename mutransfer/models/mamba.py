@@ -88,8 +88,11 @@ class MambaMixer(nn.Module):
         record(p + "conv", x)
         xt = x.transpose(1, 2)
         dt = self.dt_proj.project(self.x_proj_dt(xt))  # bias added inside the scan
-        Bm = self.x_proj_B(xt).transpose(1, 2).contiguous()
-        Cm = self.x_proj_C(xt).transpose(1, 2).contiguous()
+        # B and C as transposed views: every backend copies or reads strided input itself.
+        # Δ stays a contiguous copy: strided, the Δ bias and softplus keep its layout and
+        # the gradients into dt_proj/x_proj_dt come out of differently ordered sums.
+        Bm = self.x_proj_B(xt).transpose(1, 2)
+        Cm = self.x_proj_C(xt).transpose(1, 2)
         dt = dt.transpose(1, 2).contiguous()
         if active():
             y = self._traced_scan(x, dt, Bm, Cm, z, p)
@@ -103,8 +106,8 @@ class MambaMixer(nn.Module):
         """The same scan with every intermediate recorded (gate applied here, not fused)."""
         delta = F.softplus(dt + self.dt_proj.bias[:, None])
         record(p + "delta", delta)
-        record(p + "B", Bm)
-        record(p + "C", Cm)
+        record(p + "B", Bm.contiguous())  # contiguous: the coord check's RMS sums in this order
+        record(p + "C", Cm.contiguous())
         y, states = selective_scan(x, delta, self.A(), Bm, Cm, D=None, return_states=True,
                                    backend=self.scan_backend)
         record(p + "ssm_state", states)
