@@ -79,29 +79,20 @@ def apply_init_schemes(model: nn.Module, cfg, sample: Sample | None = None) -> N
     for i, mixer in enumerate(mixers):
         if mc.dt_init.scheme == "autocorr":
             x = capture_ssm_input(model, i, inputs)
-            set_dt(mixer, autocorr_dt(x, mc.dt_init, channels=_channels(mixer)))
+            mixer.reset_dt(autocorr_dt(x, mc.dt_init, channels=mixer.channels))
         if chosen is not None:
             with torch.no_grad():
                 mixer.A_im.copy_(memory.imag_parts(chosen, mixer.dt(), mixer.modes,
                                                    mc.imag_init.min_separation))
 
 
-def _channels(mixer: nn.Module) -> int:
-    return mixer.channels if hasattr(mixer, "channels") else mixer.d_inner
-
-
 def zero_real_parts(mixer: nn.Module, fraction: float) -> torch.Tensor:
     """Set Re(A) = 0 on a random `fraction` of the eigenvalues; returns the boolean mask."""
-    shape = mixer.A_re.shape if hasattr(mixer, "A_re") else mixer.A_zero.shape
-    count = shape[0] * shape[1]
+    count = mixer.channels * mixer.modes
     mask = torch.zeros(count, dtype=torch.bool)
     mask[torch.randperm(count)[: round(fraction * count)]] = True
-    mask = mask.reshape(shape)
-    with torch.no_grad():
-        if hasattr(mixer, "A_re"):
-            mixer.A_re[mask] = 0.0
-        else:
-            mixer.A_zero[mask] = 1.0
+    mask = mask.reshape(mixer.channels, mixer.modes)
+    mixer.zero_real_parts(mask)
     return mask
 
 
@@ -110,18 +101,6 @@ def autocorr_dt(x: torch.Tensor, opts, channels: int) -> torch.Tensor:
     lam = autocorr.lambda_max(x, opts.estimator)
     dt_star = autocorr.timescale(lam, x.shape[-1], opts.kappa)
     return autocorr.spread_dt(dt_star, opts.spread, channels)
-
-
-def set_dt(mixer: nn.Module, dt: torch.Tensor) -> None:
-    if hasattr(mixer, "reset_dt"):
-        mixer.reset_dt(dt)  # S4D
-    else:
-        mixer.reset_dt_bias(dt)  # Mamba
-
-
-def _hook_target(mixer: nn.Module) -> nn.Module:
-    """The module whose input is the SSM's input sequence, (batch, L, channels)."""
-    return mixer.x_proj_dt if hasattr(mixer, "x_proj_dt") else mixer
 
 
 @torch.no_grad()
@@ -133,7 +112,7 @@ def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> tor
         store.append(args[0].detach())
         raise _Captured
 
-    target = _hook_target(model.layers[layer].mixer)
+    target = model.layers[layer].mixer.ssm_input_module()
     handle = target.register_forward_pre_hook(hook)
     device = next(model.parameters()).device
     try:

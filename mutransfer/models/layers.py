@@ -14,6 +14,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def log_uniform(count: int, low: float, high: float) -> torch.Tensor:
+    """`count` values log-uniform in [low, high] (the reference's Δ init), from torch.rand."""
+    u = torch.rand(count)
+    return torch.exp(u * (math.log(high) - math.log(low)) + math.log(low))
+
+
 class ScaledLinear(nn.Linear):
     """nn.Linear with a role, a base fan-in and a forward multiplier on W·x.
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mutransfer.models.layers import ScaledLinear
+from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 from mutransfer.ops import selective_scan
 
@@ -60,17 +60,36 @@ class MambaMixer(nn.Module):
         self.register_buffer("A_zero", torch.zeros(self.d_inner, d_state))
         self.param_roles = {"A_log": "vector", "D": "vector"}
         self.dt_min, self.dt_max, self.dt_init_floor = dt_min, dt_max, dt_init_floor
-        self.reset_dt_bias()
+        self.reset_dt()
 
-    def reset_dt_bias(self, dt: torch.Tensor | None = None) -> None:
+    # The interface the init schemes use (mutransfer/models/data_init.py), shared with S4D.
+
+    @property
+    def channels(self) -> int:
+        """Independent SSM channels: d_inner."""
+        return self.d_inner
+
+    @property
+    def modes(self) -> int:
+        """Eigenvalues of A per channel: d_state."""
+        return self.d_state
+
+    def reset_dt(self, dt: torch.Tensor | None = None) -> None:
         """Δ bias so that softplus(bias) ~ logU[dt_min, dt_max] (or the given Δ values)."""
         if dt is None:
-            u = torch.rand(self.d_inner)
-            dt = torch.exp(u * (math.log(self.dt_max) - math.log(self.dt_min))
-                           + math.log(self.dt_min))
+            dt = log_uniform(self.d_inner, self.dt_min, self.dt_max)
         dt = dt.clamp(min=self.dt_init_floor)
         with torch.no_grad():
             self.dt_proj.bias.copy_(inverse_softplus(dt))
+
+    def zero_real_parts(self, mask: torch.Tensor) -> None:
+        """A = 0 exactly on the (channels, modes) entries of `mask`, by the `A_zero` mask."""
+        with torch.no_grad():
+            self.A_zero[mask] = 1.0
+
+    def ssm_input_module(self) -> nn.Module:
+        """The module whose input is the SSM's input sequence (batch, L, channels)."""
+        return self.x_proj_dt
 
     def A(self) -> torch.Tensor:
         """A = -exp(A_log), with channels in `A_zero` (mask) set to exactly 0."""

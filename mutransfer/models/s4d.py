@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.errors import UserError
-from mutransfer.models.layers import ScaledLinear
+from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 
 INITS = ("lin", "inv", "legs", "real")
@@ -182,14 +182,24 @@ class S4DMixer(nn.Module):
                    discretization=o.discretization, output=o.output, ssm_roles=o.ssm_roles,
                    keep_nonpositive=mc.keep_nonpositive, layer_idx=layer_idx)
 
+    # The interface the init schemes use (mutransfer/models/data_init.py), shared with Mamba;
+    # `channels` (H) and `modes` (N/2) are attributes.
+
     def reset_dt(self, dt: torch.Tensor | None = None) -> None:
         """Δ ~ logU[dt_min, dt_max] per channel (or the given Δ values)."""
         if dt is None:
-            u = torch.rand(self.channels)
-            dt = torch.exp(u * (math.log(self.dt_max) - math.log(self.dt_min))
-                           + math.log(self.dt_min))
+            dt = log_uniform(self.channels, self.dt_min, self.dt_max)
         with torch.no_grad():
             self.log_dt.copy_(torch.log(dt))
+
+    def zero_real_parts(self, mask: torch.Tensor) -> None:
+        """Re(A) = 0 exactly on the (channels, modes) entries of `mask` (trainable)."""
+        with torch.no_grad():
+            self.A_re[mask] = 0.0
+
+    def ssm_input_module(self) -> nn.Module:
+        """The module whose input is the SSM's input sequence (batch, L, channels): the mixer."""
+        return self
 
     def dt(self) -> torch.Tensor:
         return torch.exp(self.log_dt)
