@@ -70,9 +70,6 @@ class ScaledEmbedding(nn.Embedding):
         self.mult = 1.0
         self.init_scaled(1.0)
 
-    def ref_std_base(self) -> float:
-        return self.REF_STD
-
     def init_scaled(self, scale: float) -> None:
         with torch.no_grad():
             self.weight.normal_(0.0, self.REF_STD * scale)

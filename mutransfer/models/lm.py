@@ -60,7 +60,5 @@ class SequenceModel(nn.Module):
         else:
             logits = x @ self.lm_head.weight.t()
         logits = logits * self.readout_mult
-        if self.lm_head is not None and self.lm_head.bias is not None:
-            logits = logits + self.lm_head.bias
         record("logits", logits)
         return logits

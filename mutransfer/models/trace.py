@@ -1,7 +1,7 @@
 """Recording of named activations during a forward pass (for the coordinate check).
 
 Modules call `record(name, tensor)`; it costs nothing unless a `tracing()` block is active.
-`tracing_states()` tells the mixer to also compute the SSM's latent states.
+While one is active (`active()`), the mixers also compute and record the SSM's latent states.
 """
 
 from __future__ import annotations
