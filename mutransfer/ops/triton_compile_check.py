@@ -21,7 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from mutransfer.ops.triton_scan import DEFAULT_CONFIG, ScanConfig, load_kernels
+from mutransfer.ops.triton_scan import DEFAULT_CONFIG, ScanConfig, _pow2, load_kernels
 
 # pointer arguments in the activations' dtype; every other pointer is float32
 _ACTIVATIONS = {"u_ptr", "delta_ptr", "z_ptr", "out_ptr", "dout_ptr", "du_ptr", "ddelta_ptr",
@@ -80,12 +80,11 @@ def compile_kernels(arch: int = 90, act: str = "bf16", config: ScanConfig = DEFA
 
     kernels = load_kernels()
     options = dict(HAS_D=True, HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True)
-    n_pad = 1 << max(0, (n_state - 1).bit_length())
     jobs = [
         (kernels.scan_fwd_kernel, dict(options, BLOCK_D=config.fwd_block_d, CHUNK=config.chunk),
          config.fwd_warps),
         (kernels.scan_bwd_kernel, dict(options, BLOCK_D=config.bwd_block_d, CHUNK=config.chunk,
-                                       N_PAD=n_pad, BY_FLIP=config.reverse_by_flip),
+                                       N_PAD=_pow2(n_state), BY_FLIP=config.reverse_by_flip),
          config.bwd_warps),
     ]
     builds = []
