@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from mutransfer.configbase import StrictModel
 
 Role = Literal["embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout"]
-ROLES: tuple[str, ...] = ("embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout")
+ROLES: tuple[str, ...] = get_args(Role)
 ParamName = Literal["sp", "mup", "spectral", "mup_ssm"]
-PARAMETERIZATIONS: tuple[str, ...] = ("sp", "mup", "spectral", "mup_ssm")
+PARAMETERIZATIONS: tuple[str, ...] = get_args(ParamName)
 
 
 class RoleOverride(StrictModel):

@@ -81,12 +81,9 @@ _MUP = {
 # Readout σ ∝ √fan_out/fan_in is realised, as for muP, by a 1/m multiplier on a base-init
 # readout, which also works when the readout is tied to the embedding.
 _SPECTRAL = {
-    "embedding": RoleRule(lr_sgd_m=1.0),
-    "hidden": RoleRule(init_m=-0.5, lr_adam_m=-1.0),
-    "vector": RoleRule(lr_sgd_m=1.0, wd="none"),
+    **_MUP,
     "ssm_B": RoleRule(init_m=-1.0, init_n=0.5, lr_adam_m=-1.0, lr_sgd_m=-1.0, lr_sgd_n=1.0),
     "ssm_C": RoleRule(init_m=-1.0, init_n=0.5, lr_adam_m=-1.0, lr_sgd_m=-1.0, lr_sgd_n=1.0),
-    "readout": RoleRule(mult_m=-1.0, lr_sgd_m=1.0),
 }
 
 # muP-SSM (Vankadara et al., NeurIPS 2024): as muP except W_B and W_C.
