@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from mutransfer.init.autocorr import as_rows
 from mutransfer.models.s4d import fft_conv
 
 
@@ -59,8 +60,7 @@ def ridge_memory(inputs: torch.Tensor, targets: torch.Tensor, *, max_lag: int | 
 
     `ridge` is relative to the mean square of the inputs, so it does not depend on their scale.
     """
-    x = inputs.detach().to(torch.float64).reshape(-1, inputs.shape[-1])
-    y = targets.detach().to(torch.float64).reshape(-1, targets.shape[-1])
+    x, y = as_rows(inputs), as_rows(targets)
     length = x.shape[-1]
     lags = min(length, (max_lag if max_lag is not None else length - 1) + 1)
     rows = x.numel()

@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from mutransfer.models.s4d import fft_conv
+
 KINDS = ("white", "ar1", "constant")
 
 
@@ -23,9 +25,7 @@ def ar1(n: int, length: int, rho: float, gen: torch.Generator | None = None) -> 
     e = torch.randn(n, length, generator=gen, dtype=torch.float64)
     start = torch.randn(n, 1, generator=gen, dtype=torch.float64) / math.sqrt(1 - rho * rho)
     powers = rho ** torch.arange(length, dtype=torch.float64)
-    size = 2 * length
-    x = torch.fft.irfft(torch.fft.rfft(e, n=size) * torch.fft.rfft(powers, n=size), n=size)
-    return x[:, :length] + start * rho * powers
+    return fft_conv(e, powers) + start * rho * powers
 
 
 def constant(n: int, length: int, mean: float = 1.0, noise: float = 0.0,
