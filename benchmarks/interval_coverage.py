@@ -82,11 +82,17 @@ def measure(reps: int, seeds: int, noise: float, seed_sd: float, n_boot: int,
     add("lr* (ci)", a.lr_opt["ci_low"], a.lr_opt["ci_high"], truth,
         float(np.nanmedian(octaves)) if octaves.notna().any() else np.nan)
     if "boot_low" in a.lr_opt:
-        add("lr* (seed bootstrap)", a.lr_opt["boot_low"], a.lr_opt["boot_high"], truth)
+        boot = np.log2(a.lr_opt["boot_high"] / a.lr_opt["boot_low"])
+        add("lr* (seed bootstrap)", a.lr_opt["boot_low"], a.lr_opt["boot_high"], truth,
+            float(np.nanmedian(boot)) if boot.notna().any() else np.nan)
     d = a.drift
     exp = np.full(len(d), EXPONENT)
     add("drift (ci)", d["ci_low"], d["ci_high"], exp,
         float(np.nanmedian(d["ci_high"] - d["ci_low"])))
+    if "boot_low" in d:
+        add("drift (seed bootstrap)", d["boot_low"], d["boot_high"], exp,
+            float(np.nanmedian(d["boot_high"] - d["boot_low"])) if d["boot_low"].notna().any()
+            else np.nan)
     if "ols_low" in d:
         add("drift (OLS t, df 1)", d["ols_low"], d["ols_high"], exp,
             float(np.nanmedian(d["ols_high"] - d["ols_low"])))

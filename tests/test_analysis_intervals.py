@@ -7,11 +7,8 @@ import pytest
 
 from benchmarks.interval_coverage import EXPONENT, WIDTHS, covers, planted_trials
 from mutransfer.analysis import analyze
-from mutransfer.analysis.intervals import distinct_resamples
 from mutransfer.analysis.output import full_text
 from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
-from mutransfer.analysis.tdist import t_quantile
-from mutransfer.analysis_defaults import MIN_SEEDS_BOOT
 from mutransfer.results.store import Tables
 from tests.sweeps import LR_GRID, MUP, SP
 
@@ -20,6 +17,8 @@ QUARTER_OCTAVES = [2.0**e for e in np.arange(-12, -3.9, 0.25)]
 
 
 def test_t_quantiles_match_the_tables():
+    from mutransfer.analysis.tdist import t_quantile
+
     table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 9: 2.262, 30: 2.042}
     for df, t in table.items():
         assert t_quantile(0.95, df) == pytest.approx(t, abs=1e-3)
@@ -28,7 +27,20 @@ def test_t_quantiles_match_the_tables():
 
 
 def test_distinct_seed_resamples():
+    from mutransfer.analysis.intervals import distinct_resamples
+
     assert [distinct_resamples(s) for s in (1, 2, 3, 5)] == [1, 3, 10, 126]
+
+
+def test_the_seed_bootstrap_uses_expanded_percentiles():
+    """Hesterberg's expansion: z = sqrt(n / (n - 1)) t(n - 1); for 5 seeds
+    sqrt(5/4) x 2.776 = 3.104, i.e. the 0.095th and 99.905th percentiles, not 2.5 and 97.5."""
+    from mutransfer.analysis.intervals import expanded_percentiles
+
+    lo, hi = expanded_percentiles(5)
+    assert lo == pytest.approx(0.0954, abs=1e-3) and hi == pytest.approx(100 - lo)
+    assert expanded_percentiles(8)[0] == pytest.approx(0.574, abs=1e-3)
+    assert expanded_percentiles(1000)[0] == pytest.approx(2.5, abs=0.05)
 
 
 def test_two_seeds_get_a_pooled_interval_and_no_seed_bootstrap(tmp_path):
@@ -40,7 +52,7 @@ def test_two_seeds_get_a_pooled_interval_and_no_seed_bootstrap(tmp_path):
     assert (opt.noise_df == opt.n_lrs - 1).all()
     assert (opt.ci_low < opt.lr_opt).all() and (opt.lr_opt < opt.ci_high).all()
     assert opt.boot_low.isna().all() and (opt.n_boot == 0).all()
-    assert f"n/a (2 seeds < {MIN_SEEDS_BOOT})" in full_text(a)
+    assert "n/a (2 seeds < 5)" in full_text(a)
 
 
 def test_the_pooled_noise_estimates_the_planted_noise(tmp_path):
@@ -53,7 +65,7 @@ def test_the_pooled_noise_estimates_the_planted_noise(tmp_path):
 
 
 def test_the_seed_bootstrap_appears_from_enough_seeds(tmp_path):
-    seeds = list(range(MIN_SEEDS_BOOT))
+    seeds = list(range(5))  # MIN_SEEDS_BOOT
     t = synthetic_tables([MUP], [64, 128], LR_GRID, seeds, noise=0.01)
     a = analyze(write_results(tmp_path, t), n_boot=200)
     assert (a.lr_opt.n_boot == 200).all()

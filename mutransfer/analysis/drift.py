@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.groups import as_key
-from mutransfer.analysis.intervals import percentile_interval
+from mutransfer.analysis.intervals import expanded_percentiles, percentile_interval
 from mutransfer.analysis.optimum import CI_PERCENTILES, GroupOptimum
 from mutransfer.analysis.slopes import Line, ols, rowwise_slopes, t_interval
 
@@ -27,14 +27,15 @@ def widths_text(widths: np.ndarray) -> str:
     return ",".join(str(int(w)) for w in widths)
 
 
-def draw_interval(draws: list[np.ndarray], x: np.ndarray) -> tuple[float, float, int]:
+def draw_interval(draws: list[np.ndarray], x: np.ndarray,
+                  percentiles: tuple[float, float] = CI_PERCENTILES) -> tuple[float, float, int]:
     """Percentile interval of the slopes through draw b of every width; NaN if a width has
     no draws."""
     n = min(len(d) for d in draws)
     if n == 0:
         return np.nan, np.nan, 0
     slopes = rowwise_slopes(x, np.stack([d[:n] for d in draws], axis=1))
-    lo, hi = percentile_interval(slopes, CI_PERCENTILES)
+    lo, hi = percentile_interval(slopes, percentiles)
     return lo, hi, int(np.isfinite(slopes).sum())
 
 
@@ -97,7 +98,8 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
         return row
     optima = [by_key[(*fam_key, w)] for w in widths]
     lo, hi, n = draw_interval([g.draws_log2 for g in optima], fit.x)
-    b_lo, b_hi, n_b = draw_interval([g.boot_log2 for g in optima], fit.x)
+    b_lo, b_hi, n_b = draw_interval([g.boot_log2 for g in optima], fit.x,
+                                    expanded_percentiles(min(g.n_seeds for g in optima)))
     row.update(ci_low=lo, ci_high=hi, n_draws=n, ci_method=_sources(optima) if n else "",
                boot_low=b_lo, boot_high=b_hi, n_boot=n_b)
     notes = []

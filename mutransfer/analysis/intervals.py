@@ -19,12 +19,14 @@ estimate (argmin, window, parabola); the interval is the 2.5-97.5 percentiles of
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from mutransfer.analysis.cells import CellStats, SeedLrArrays
 from mutransfer.analysis.fit import OptimumFit, fit_optimum
+from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 POOLED, FIT = "pooled", "fit"
@@ -118,8 +120,18 @@ def percentile_interval(draws: np.ndarray, percentiles: tuple[float, float]) -> 
     return float(lo), float(hi)
 
 
+def expanded_percentiles(n_seeds: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentiles of the seed bootstrap's "expanded percentile interval" (Hesterberg 2015,
+    "What teachers should know about the bootstrap", sec. 5.3): the plain percentile interval
+    of n resamples is too narrow by about sqrt((n-1)/n) and uses z where t(n-1) is due, so
+    the percentiles move out to where a normal quantile equals sqrt(n/(n-1)) t(level, n-1)."""
+    if n_seeds < 2:  # nothing to resample: no bootstrap, and no expansion to compute
+        return 50.0 * (1.0 - level), 100.0 - 50.0 * (1.0 - level)
+    z = math.sqrt(n_seeds / (n_seeds - 1)) * t_quantile(level, n_seeds - 1)
+    tail = 100.0 * 0.5 * (1.0 + math.erf(-z / math.sqrt(2.0)))
+    return tail, 100.0 - tail
+
+
 def distinct_resamples(n_seeds: int) -> int:
     """Distinct multisets of n seeds drawn from n with replacement: C(2n-1, n)."""
-    from math import comb
-
-    return comb(2 * n_seeds - 1, n_seeds) if n_seeds > 0 else 0
+    return math.comb(2 * n_seeds - 1, n_seeds) if n_seeds > 0 else 0

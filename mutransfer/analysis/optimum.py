@@ -24,7 +24,13 @@ from mutransfer.analysis.cells import (
 )
 from mutransfer.analysis.fit import OptimumFit, fit_optimum
 from mutransfer.analysis.groups import Prepared, as_key
-from mutransfer.analysis.intervals import Noise, group_noise, noise_draws, percentile_interval
+from mutransfer.analysis.intervals import (
+    Noise,
+    expanded_percentiles,
+    group_noise,
+    noise_draws,
+    percentile_interval,
+)
 from mutransfer.analysis_defaults import MIN_SEEDS_BOOT
 
 CI_PERCENTILES = (2.5, 97.5)
@@ -162,7 +168,7 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
     lo, hi = percentile_interval(g.draws_log2, CI_PERCENTILES)
-    b_lo, b_hi = percentile_interval(g.boot_log2, CI_PERCENTILES)
+    b_lo, b_hi = percentile_interval(g.boot_log2, expanded_percentiles(g.n_seeds))
     partial, not_run = s.partial[0], ~s.run[0]
     notes = [g.edge_hint, interval_note(g)]
     if partial.any():
