@@ -4,4 +4,6 @@ option defaults come from here, so building the parser does not import numpy or 
 N_BOOT = 1000       # bootstrap resamples of the seeds
 BOOT_SEED = 0       # RNG seed of the bootstrap
 FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
+MIN_NOISE_DF = 3    # degrees of freedom a noise estimate needs before it carries an interval
+MIN_SEEDS_BOOT = 5  # seeds the seed bootstrap needs (126 distinct resamples; 2 seeds have 3)
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes

@@ -76,3 +76,33 @@ def planted_results(root: Path, widths, families=(SP, MUP), seeds=(0, 1), **kw) 
     store's layout (`per_trial=True`: one part per trial)."""
     return write_results(root, synthetic_tables(list(families), list(widths), LR_GRID,
                                                 list(seeds)), **kw)
+
+
+def window_of(trials, family, width: int, lo: float, hi: float):
+    """Rows of `trials` to drop so that (family, width) ran only LRs in [lo, hi], as a
+    transfer search's window does."""
+    return ((trials.parameterization == family.parameterization) & (trials.width == width)
+            & ((trials.lr < lo) | (trials.lr > hi)))
+
+
+def transfer_search_results(root: Path, widths=(64, 128, 256, 512), seeds=(0, 1),
+                            **kw) -> Path:
+    """Planted results as a transfer search leaves them: the full LR_GRID at the smallest
+    width, then at each wider width only the LRs within 2 octaves of the planted lr*; one
+    trial of the second seed failed (sp, widest width, at its planted optimum)."""
+    t = synthetic_tables([SP, MUP], list(widths), LR_GRID, list(seeds), **kw)
+    tr = t.trials
+    drop = np.zeros(len(tr), bool)
+    for fam in (SP, MUP):
+        for w in widths[1:]:
+            opt = fam.lr_opt(w, widths[0])
+            drop |= window_of(tr, fam, w, opt / 4.01, opt * 4.01)
+    tr = tr[~drop].copy()
+    w = widths[-1]
+    failed = ((tr.parameterization == "sp") & (tr.width == w) & (tr.seed == seeds[-1])
+              & np.isclose(tr.lr, SP.lr_opt(w, widths[0])))
+    tr.loc[failed, ["status", "diverged", "final_eval_loss", "best_eval_loss"]] = \
+        ["failed", False, np.nan, np.nan]
+    t.trials = tr
+    t.steps = t.steps[t.steps.trial_id.isin(tr.trial_id)]
+    return write_results(root, t)

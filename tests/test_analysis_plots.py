@@ -111,3 +111,30 @@ def test_an_override_axis_is_labelled_by_its_role_and_entry():
         "mup_ssm, ssm_B.init_m=-1.0, model.zero_real_fraction=0.1"
     assert family_label(("sp",), []) == "sp"
     assert family_label(("mup_ssm", -1.0, 0.1), axes, sep="\n").count("\n") == 2
+
+
+def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
+    """Loss against LR: the line joins only LRs where every seed trained; a partially
+    diverged LR is a hollow diamond off the line, an LR not run at a width a tick on the
+    bottom edge, a diverged one an x on the top edge."""
+    from mutransfer.analysis.plots import _loss_panel, loss_limits
+    from mutransfer.analysis.plotstyle import plt, width_colors
+
+    t = synthetic_tables([MUP], [64, 128], LR_GRID, [0, 1])
+    tr = t.trials
+    t.trials = tr[~((tr.width == 128) & (tr.lr == LR_GRID[0]))].copy()  # not run at 128
+    part = (t.trials.width == 64) & (t.trials.lr == 2**-5) & (t.trials.seed == 0)
+    t.trials.loc[part, ["status", "diverged", "final_eval_loss"]] = ["diverged", True, None]
+    a = analyze(write_results(tmp_path, t), n_boot=20)
+    fig, ax = plt.subplots()
+    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells))
+    drawn = {}
+    for line in ax.lines:
+        drawn.setdefault(line.get_marker(), []).extend(line.get_xdata())
+    plt.close(fig)
+    assert drawn["D"] == [2**-5]
+    assert drawn["|"] == [LR_GRID[0]]
+    # trained: 2^-12..2^-6 at 64, 2^-11..2^-5 at 128 (2^-5 on the line at 128 only)
+    assert len(drawn["o"]) == 14 and drawn["o"].count(2**-5) == 1
+    assert drawn["x"] == [2**-4, 2**-4]
+    assert len(make_plots(tmp_path)) == 5  # the whole report still draws

@@ -72,9 +72,13 @@ def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables
 
 
 def _notes(prep: Prepared) -> list[str]:
+    notes = []
     if prep.n_failed:
-        return [f"{prep.n_failed} failed trials excluded (status 'failed')"]
-    return []
+        notes.append(f"{prep.n_failed} failed trials excluded (status 'failed'): their cells "
+                     "count the seeds that did run")
+    if prep.n_no_loss:
+        notes.append(f"{prep.n_no_loss} trials excluded: not diverged, yet no final loss stored")
+    return notes
 
 
 def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED,

@@ -8,28 +8,31 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
+from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import Prepared, as_key, family_label
 from mutransfer.analysis.plotstyle import pad_limits, plt, save
 
+LINE_STYLE = {TRAINED: "-", PARTIAL: ":", DIVERGED: "--"}
+
 
 def cell_curves(prep: Prepared, cells: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Mean eval loss over seeds per (family, width, lr, step).
+    """Mean eval loss over seeds per (family, width, lr, step), with the cell's status.
 
-    A cell where the majority of seeds diverged (the cells table's flag) is drawn from its
-    diverged seeds (dashed); otherwise from the seeds that trained, so one unstable seed does
-    not drag the mean up. Falls back to train loss when no eval loss was stored.
+    A cell where every seed diverged is drawn from its diverged seeds (dashed); a partially
+    diverged one from the seeds that trained (dotted, so it is not taken for a trained cell);
+    a trained one from all its seeds. Falls back to train loss when no eval loss was stored.
     """
     keys = [*prep.group_cols, "lr"]
     loss_col = "eval_loss" if steps["eval_loss"].notna().any() else "train_loss"
     s = steps[["trial_id", "step", loss_col]].rename(columns={loss_col: "loss"})
     s = s[np.isfinite(s["loss"].astype(float))]
-    trials = prep.trials[[*keys, "trial_id", "diverged"]].merge(
-        cells[[*keys, "diverged"]].rename(columns={"diverged": "cell_diverged"}), on=keys)
-    trials = trials[trials["diverged"] == trials["cell_diverged"]]
+    trials = prep.trials[[*keys, "trial_id", "diverged"]].merge(cells[[*keys, "status"]],
+                                                               on=keys)
+    trials = trials[trials["diverged"] == trials["status"].eq(DIVERGED)]
     df = s.merge(trials, on="trial_id", how="inner")
     out = df.groupby([*keys, "step"], dropna=False, sort=True).agg(
-        loss=("loss", "mean"), cell_diverged=("cell_diverged", "first")).reset_index()
+        loss=("loss", "mean"), status=("status", "first")).reset_index()
     out.attrs["loss_col"] = loss_col
     return out
 
@@ -37,7 +40,7 @@ def cell_curves(prep: Prepared, cells: pd.DataFrame, steps: pd.DataFrame) -> pd.
 def curve_limits(curves: pd.DataFrame) -> tuple[float, float]:
     """Trained cells' range up to their 90th percentile: the early drop is clipped so the
     differences between LRs near the end stay visible."""
-    v = curves.loc[~curves["cell_diverged"], "loss"].to_numpy()
+    v = curves.loc[curves["status"].eq(TRAINED), "loss"].to_numpy()
     if not len(v):
         v = curves["loss"].to_numpy()
     return pad_limits(float(v.min()), float(np.quantile(v, 0.9)), 0.04)
@@ -70,7 +73,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
             if key in by_cell.groups:
                 for lr, c in by_cell.get_group(key).groupby("lr"):
                     ax.plot(c["step"], np.minimum(c["loss"], hi), lw=1.0,
-                            ls="--" if c["cell_diverged"].iloc[0] else "-",
+                            ls=LINE_STYLE[c["status"].iloc[0]],
                             color=cmap(norm(np.log2(lr))))
             ax.set_ylim(lo, hi)
             title = family_label(fam, a.axes, sep="\n")  # one line per axis: long names fit
@@ -85,5 +88,6 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
     bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8,
                        pad=0.02)
     bar.set_label("learning rate (log2)")
-    fig.suptitle("Training curves (mean over seeds; dashed: diverged, clipped at the top)")
+    fig.suptitle("Training curves (mean over seeds; dotted: some seeds diverged, mean of the "
+                 "rest; dashed: all diverged; clipped at the top)")
     return save(fig, path)

@@ -19,6 +19,7 @@ class OptimumFit:
     argmin: np.ndarray      # (B,) index of the lowest usable point, -1 when none
     quadratic: np.ndarray   # (B,) True where the parabola's vertex was used
     n_points: np.ndarray    # (B,) points that entered the fit
+    rss: np.ndarray         # (B,) the parabola's sum of squared residuals; NaN without one
 
 
 def _nearest_mask(x: np.ndarray, x0: np.ndarray, valid: np.ndarray, k: int,
@@ -84,9 +85,12 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, k: int = 5,
         vertex = -b / (2 * a)
         inside = (a > 0) & two_sided & (vertex >= span_lo) & (vertex <= span_hi)
         vertex_loss = c - b * b / (4 * a)
+    pred = a[:, None] * u**2 + b[:, None] * u + c[:, None]
+    rss = np.where(sel, np.nan_to_num(loss) - pred, 0.0)
+    rss = np.where(np.isfinite(a), (rss**2).sum(axis=1), np.nan)
     argmin_loss = np.take_along_axis(loss, np.maximum(argmin, 0)[:, None], axis=1)[:, 0]
     log2_opt = np.where(inside, x0 + vertex, x0)
     loss_opt = np.where(inside, vertex_loss, argmin_loss)
     log2_opt = np.where(has_any, log2_opt, np.nan)
     loss_opt = np.where(has_any, loss_opt, np.nan)
-    return OptimumFit(log2_opt, loss_opt, argmin, inside & has_any, sel.sum(axis=1))
+    return OptimumFit(log2_opt, loss_opt, argmin, inside & has_any, sel.sum(axis=1), rss)

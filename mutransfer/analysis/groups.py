@@ -39,6 +39,7 @@ class Prepared(GroupAxes):
     axes: list[str]                      # group axes besides parameterization and width
     fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
     n_failed: int = 0
+    n_no_loss: int = 0                   # not diverged, yet no final loss stored: dropped
 
 
 
@@ -84,8 +85,11 @@ def axis_columns(trials: pd.DataFrame) -> tuple[list[str], dict[str, object]]:
 def prepare(trials: pd.DataFrame) -> Prepared:
     """Drop failed trials, normalise types, and mark which losses count.
 
-    `diverged` is the trial's flag or status; `loss` is its final eval loss when it trained
-    (the stored loss of a diverged trial is its last finite one, which is not an outcome).
+    `diverged` is the trial's flag or status; `loss` is its final eval loss when it trained.
+    A diverged trial's losses are never used, whatever the store holds for it (null, or in
+    older stores its last finite loss): it enters only as a divergence. A trial that neither
+    diverged nor has a finite final loss has no outcome and is dropped like a failed one (so
+    it is not taken for trained, nor for diverged).
     """
     status = trials.get("status", pd.Series("complete", index=trials.index)).astype(str)
     failed = status.eq("failed")
@@ -100,8 +104,11 @@ def prepare(trials: pd.DataFrame) -> Prepared:
     df["seed"] = df["seed"].astype("int64")
     loss = pd.to_numeric(df["final_eval_loss"], errors="coerce").astype("float64")
     df["loss"] = loss.where(~df["diverged"] & np.isfinite(loss))
+    no_loss = ~df["diverged"] & df["loss"].isna()
+    df = df.loc[~no_loss]
     df = df.sort_values(["parameterization", *axes, "width", "lr", "seed"], kind="stable")
-    return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()))
+    return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()),
+                    int(no_loss.sum()))
 
 
 OVERRIDE_PREFIX = "param.overrides."

@@ -63,15 +63,19 @@ def write_analysis(analysis: Analysis, out_dir: str | Path) -> list[Path]:
 def summary_table(analysis: Analysis) -> str:
     """Compact text: best LR per width and parameterization, then drift per parameterization."""
     a = analysis
-    lines = [f"optimal LR per width (95% interval over {a.n_boot} seed resamples; "
-             "edge: optimum on the grid edge, widen the LR range)",
+    lines = [f"optimal LR per width (95% interval from {a.n_boot} noise draws, noise: its "
+             "source and df; edge: optimum on the grid edge, widen the LR range)",
              views.text_table(views.view_lr_opt(a, compact=True))]
-    drift = drift_section(a)
+    flagged = views.flagged_cells(a)
+    if flagged:
+        lines.append("LRs left out of lr* (some seeds diverged, or not run at that width):")
+        lines += [f"  {line}" for line in flagged]
+    drift = drift_section(a, compact=True)
     if drift.line:
         lines.append(drift.line)
     else:
         lines += ["drift: slope of log2 lr* against log2 width (transfer ~ 0)",
-                  views.text_table(drift.view[[c for c in drift.view.columns if c != "OLS s.e."]])]
+                  views.text_table(drift.view)]
     return "\n".join(lines)
 
 

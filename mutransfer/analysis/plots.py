@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.plotstyle import (
@@ -31,7 +32,7 @@ def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, 
 def loss_limits(cells: pd.DataFrame) -> tuple[float, float]:
     """y range from the LRs that trained: from the best loss up to 2.5x its distance to the
     median, so the bowls stay readable when a few LRs barely trained (those are drawn clipped)."""
-    v = cells.loc[~cells["diverged"], "mean_loss"].to_numpy()
+    v = cells.loc[cells["status"].eq(TRAINED), "mean_loss"].to_numpy()
     v = v[np.isfinite(v)]
     if not len(v):
         return 0.0, 1.0
@@ -50,24 +51,35 @@ def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **k
     return fig, flat
 
 
-def _on_top(ax, x: np.ndarray, top: float, marker: str, **kw) -> None:
-    """Markers on the top edge, drawn over it (unclipped) like the muP papers' figures.
+def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> None:
+    """Markers on the top or bottom edge, drawn over it (unclipped) like the muP papers'
+    figures.
 
     Skipped when empty: an empty unclipped line still claims a box at the figure's origin
     and makes the layout collapse."""
     if len(x):
-        ax.plot(x, np.full(len(x), top), marker, ls="", clip_on=False, zorder=4, **kw)
+        ax.plot(x, np.full(len(x), y), marker, ls="", clip_on=False, zorder=4, **kw)
 
 
-def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict, top: float) -> None:
-    for w, c in cells.groupby("width", sort=True):
+def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
+                ylim: tuple[float, float]) -> None:
+    bottom, top = ylim
+    for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
         color = colors[int(w)]
-        ok = (~c["diverged"] & np.isfinite(c["mean_loss"])).to_numpy()
+        status = c["status"].to_numpy()
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
+        ok = (status == TRAINED) & np.isfinite(loss)
+        part = (status == PARTIAL) & np.isfinite(loss)
         ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
-        _on_top(ax, lr[ok & (loss > top)], top, "^", ms=6, color=color)
-        _on_top(ax, lr[c["diverged"].to_numpy()], top, "x", ms=7, mew=1.8, color=color)
+        # the survivors' mean of a partially diverged LR: drawn apart, never on the line
+        ax.plot(lr[part], np.minimum(loss[part], top), "D", ms=5, mfc="white", mec=color,
+                mew=1.4, ls="", zorder=4)
+        _on_edge(ax, lr[(ok | part) & (loss > top)], top, "^", ms=6, color=color)
+        _on_edge(ax, lr[status == DIVERGED], top, "x", ms=7, mew=1.8, color=color)
+        # stacked a little per width so that every width's not-run LRs stay visible
+        _on_edge(ax, lr[status == NOT_RUN], bottom + 0.03 * i * (top - bottom), "|", ms=7,
+                 mew=1.5, color=color)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
             face = "white" if o["edge"].iloc[0] else color
@@ -79,25 +91,32 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict, top: f
 
 
 def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
-    """A panel per family, a line per width; stars at lr*, diverged LRs as x on the top edge."""
+    """A panel per family, a line per width through the LRs where every seed trained; stars at
+    lr*, partially diverged LRs as hollow diamonds (mean of the seeds that trained), diverged
+    LRs as x on the top edge, LRs not run at a width as ticks on the bottom edge."""
     fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
     opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)
     lo, hi = loss_limits(a.cells)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, hi)
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi))
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
-        ax.set_ylabel("final eval loss (mean over seeds)")
+        ax.set_ylabel("final eval loss (seed-adjusted mean)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
                for w in a.widths]
     handles += [
         Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
         Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="black",
                label="lr* on grid edge"),
-        Line2D([], [], ls="", marker="x", ms=7, mew=1.8, color="grey", label="diverged"),
+        Line2D([], [], ls="", marker="D", ms=5, mfc="white", mec="grey", mew=1.4,
+               label="some seeds diverged\n(mean of the rest; not fitted)"),
+        Line2D([], [], ls="", marker="x", ms=7, mew=1.8, color="grey",
+               label="every seed diverged"),
+        Line2D([], [], ls="", marker="|", ms=8, mew=1.5, color="grey",
+               label="not run at this width"),
         Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
     ]
     fig.legend(handles=handles, loc="outside right center", frameon=False)
@@ -116,7 +135,7 @@ def _interval_text(lo: float, hi: float) -> str:
 
 
 def plot_lr_opt(a: Analysis, path: Path) -> Path:
-    """lr* against width per family, with bootstrap intervals and the fitted drift lines."""
+    """lr* against width per family, with their intervals and the fitted drift lines."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     fams = families(a, a.lr_opt)
     colors = family_colors([lab for lab, _ in fams])
@@ -133,7 +152,10 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         ax.errorbar(opt["width"], y, yerr=np.clip(err, 0, None), fmt="none", ecolor=col,
                     capsize=3, lw=1)
         edge = opt["edge"].to_numpy(bool)
-        ax.plot(opt["width"][~edge], y[~edge], "o", color=col, ms=6, label=text)
+        bare = ~edge & ~np.isfinite(opt["ci_low"]).to_numpy()  # no interval: not a sure point
+        ax.plot(opt["width"][~edge & ~bare], y[~edge & ~bare], "o", color=col, ms=6,
+                label=text)
+        ax.plot(opt["width"][bare], y[bare], "s", mfc="white", mec=col, ms=6)
         ax.plot(opt["width"][edge], y[edge], "o", mfc="white", mec=col, ms=6)
         _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], color=col)
     width_axis(ax, a.widths)
@@ -143,18 +165,22 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
     ax.set_title("Optimal LR against width (slope 0 = transfer)")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
+    if (~a.lr_opt["edge"] & a.lr_opt["ci_low"].isna()).any():
+        handles.append(Line2D([], [], ls="", marker="s", mfc="white", mec="grey",
+                              label="no interval (see the lr* table)"))
     if a.lr_opt["edge"].any():
         handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="grey",
                               label="on the grid edge (a bound)"))
     if np.isfinite(a.drift["slope"]).any():
         handles.append(Line2D([], [], ls="--", color="grey", label="least-squares fit"))
-    ax.legend(handles=handles, fontsize=8, title="bars: 95% bootstrap interval",
+    ax.legend(handles=handles, fontsize=8, title="bars: 95% interval (noise draws)",
               title_fontsize=8)
     return save(fig, path)
 
 
 def plot_stability(a: Analysis, path: Path) -> Path:
-    """Per family: the bracket [largest trained, smallest diverged] and its geometric mean."""
+    """Per family: the bracket [largest LR where every seed trained, smallest where any seed
+    diverged], its geometric mean, and the smallest LR where every seed diverged (x)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     fams = families(a, a.stability)
     colors = family_colors([lab for lab, _ in fams])
@@ -167,8 +193,9 @@ def plot_stability(a: Analysis, path: Path) -> Path:
         both = np.isfinite(st["boundary"]).to_numpy()
         s = slope_by[label].iloc[0]
         text = f"{label}: slope {s['slope']:+.2f}" if np.isfinite(s["slope"]) else label
-        ax.vlines(w[both], st["largest_trained"][both], st["smallest_diverged"][both],
+        ax.vlines(w[both], st["largest_trained"][both], st["smallest_any_diverged"][both],
                   color=col, lw=3, alpha=0.45)
+        ax.plot(w, st["smallest_all_diverged"], "x", color=col, ms=6, mew=1.5)
         ax.plot(w[both], st["boundary"][both], "o-", color=col, ms=5,
                 label=text if both.any() else None)
         only_ok = ~both & np.isfinite(st["largest_trained"]).to_numpy()
@@ -177,13 +204,17 @@ def plot_stability(a: Analysis, path: Path) -> Path:
         _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
     width_axis(ax, a.widths)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
-                                       a.stability["smallest_diverged"]]))
+                                       a.stability["smallest_any_diverged"],
+                                       a.stability["smallest_all_diverged"]]))
     ax.set_ylabel("learning rate (log2 scale)")
     ax.set_title("Stability boundary against width")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,
-                          label="largest trained .. smallest diverged"))
+                          label="all seeds trained .. a seed diverged"))
+    if np.isfinite(a.stability["smallest_all_diverged"]).any():
+        handles.append(Line2D([], [], ls="", marker="x", color="grey", mew=1.5,
+                              label="every seed diverged"))
     if not np.isfinite(a.stability["boundary"]).all():
         handles.append(Line2D([], [], ls="", marker="^", color="grey",
                               label="largest LR that trained (none diverged)"))

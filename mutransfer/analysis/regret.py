@@ -1,7 +1,12 @@
 """Transfer regret (tune at the smallest width, use everywhere) and monotonicity in width.
 
-Losses are the observed mean eval losses of cells (over seeds that trained), not fitted values,
-so a width's best loss is the lowest cell it actually reached and regret is never negative.
+Losses are the observed mean eval losses of cells (seed-adjusted, see cells.py), not fitted
+values, so a width's best loss is the lowest cell it actually reached and regret is never
+negative. Only cells where every seed trained count as reached: when any seed diverged at the
+LR used, the transfer is `partially diverged` and its regret is inf, as when all diverged.
+The LR used is the LR run at that width nearest (in log2) to the transferred lr*; when the
+family's nearest LR was not run at that width (a search window), the note says so and how far
+the one used lies from lr*.
 """
 
 from __future__ import annotations
@@ -9,17 +14,48 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mutransfer.analysis.cells import NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.drift import widths_text
 from mutransfer.analysis.groups import as_key
+from mutransfer.analysis.optimum import lr_text
+
+TRANSFER = {TRAINED: "trained", PARTIAL: "partially diverged"}
 
 
 def _best(cells: pd.DataFrame) -> tuple[float, float]:
-    """(lr, mean loss) of the best cell that trained; NaNs if none did."""
-    ok = cells[~cells["diverged"] & np.isfinite(cells["mean_loss"])]
+    """(lr, mean loss) of the best cell where every seed trained; NaNs if there is none."""
+    ok = cells[cells["status"].eq(TRAINED) & np.isfinite(cells["mean_loss"])]
     if not len(ok):
         return np.nan, np.nan
     row = ok.loc[ok["mean_loss"].idxmin()]
     return float(row["lr"]), float(row["mean_loss"])
+
+
+def _nearest(cells: pd.DataFrame, lr: float) -> tuple[pd.Series, float]:
+    """The row of `cells` nearest `lr` in log2, and its distance in octaves."""
+    gap = np.abs(np.log2(cells["lr"].to_numpy()) - np.log2(lr))
+    return cells.iloc[int(np.argmin(gap))], float(gap.min())
+
+
+def transfer_columns(wc: pd.DataFrame, lr0: float) -> dict:
+    """lr_nearest / lr_used / regret columns of one width's cells for the transferred `lr0`."""
+    nearest, _ = _nearest(wc, lr0)
+    used, gap = _nearest(wc[~wc["status"].eq(NOT_RUN)], lr0)
+    status = str(used["status"])
+    out = {"lr_nearest": float(nearest["lr"]), "nearest_run": nearest["status"] != NOT_RUN,
+           "lr_used": float(used["lr"]), "lr_gap_log2": gap, "status_used": status,
+           "transfer": TRANSFER.get(status, "diverged"), "regret": np.inf, "note": ""}
+    notes = []
+    if not out["nearest_run"]:
+        notes.append(f"{lr_text(out['lr_nearest'])} (nearest to lr*) not run at this width; "
+                     f"used {lr_text(out['lr_used'])}, {gap:.2f} octaves from lr*")
+    if status == TRAINED:
+        out["loss_used"] = float(used["mean_loss"])
+    else:
+        notes.append(f"{int(used['n_diverged'])} of {int(used['n_trials'])} trials diverged at "
+                     "the LR used")
+    out["note"] = "; ".join(notes)
+    return out
 
 
 def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
@@ -31,26 +67,22 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
     for width, wc in cells.groupby("width", sort=True):
         best_lr, best_loss = _best(wc)
         row = {**dict(zip(family_cols, fam_key)), "width": int(width), "tuned_at": w0,
-               "lr_transferred": lr0, "lr_used": np.nan, "lr_gap_log2": np.nan,
+               "lr_transferred": lr0, "lr_nearest": np.nan, "nearest_run": False,
+               "lr_used": np.nan, "lr_gap_log2": np.nan, "status_used": "",
                "loss_used": np.nan, "best_lr": best_lr, "best_loss": best_loss,
-               "regret": np.nan, "transfer": "no optimum at the smallest width"}
+               "regret": np.nan, "transfer": "no optimum at the smallest width", "note": ""}
         if np.isfinite(lr0):
-            gap = np.abs(np.log2(wc["lr"].to_numpy()) - np.log2(lr0))
-            used = wc.iloc[int(np.argmin(gap))]
-            row.update(lr_used=float(used["lr"]), lr_gap_log2=float(gap.min()))
-            if used["diverged"]:
-                row.update(regret=np.inf, transfer="diverged")
-            else:
-                row.update(loss_used=float(used["mean_loss"]), transfer="trained",
-                           regret=float(used["mean_loss"]) - best_loss)
+            row.update(transfer_columns(wc, lr0))
+            if row["transfer"] == "trained":
+                row["regret"] = row["loss_used"] - best_loss
         rows.append(row)
     return rows
 
 
 def regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame,
                  family_cols: list[str]) -> pd.DataFrame:
-    """Per family and width: loss at the grid LR nearest (in log2) to the smallest width's lr*,
-    minus the best loss at that width; `inf` when that LR diverged there."""
+    """Per family and width: loss at the LR run nearest (in log2) to the smallest width's lr*,
+    minus the best loss at that width; `inf` when any seed diverged at that LR there."""
     rows: list[dict] = []
     opt_by_fam = dict(iter(lr_opt.groupby(family_cols, sort=True, dropna=False)))
     for k, fam_cells in cells.groupby(family_cols, sort=True, dropna=False):

@@ -33,17 +33,23 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     """Every figure the folder supports, keyed by the table section it goes with."""
     figs = {
         "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"), "Loss against LR",
-                             "Mean final eval loss over seeds at each LR, a line per width. "
-                             "Stars: fitted lr* (hollow when on the grid edge); x on the top "
-                             "edge: the majority of seeds diverged; triangles: trained but "
-                             "above the y range."),
+                             "Seed-adjusted mean final eval loss at each LR, a line per width "
+                             "through the LRs where every seed trained. Stars: fitted lr* "
+                             "(hollow when on the grid edge); hollow diamonds: some seeds "
+                             "diverged (mean of the others; not fitted); x on the top edge: "
+                             "every seed diverged; ticks on the bottom edge: LRs the family "
+                             "ran at another width but not at this one; triangles: trained "
+                             "but above the y range."),
         "drift": Figure(plot_lr_opt(a, out / "lr_opt_vs_width.png"), "Optimal LR against width",
-                        "lr* per width with its 95% bootstrap interval; dashed: least-squares "
-                        "fit of log2 lr* on log2 width, slope in the legend."),
+                        "lr* per width with its 95% interval (noise draws; hollow square: "
+                        "no interval, hollow circle: on the grid edge, a bound); dashed: "
+                        "least-squares fit of log2 lr* on log2 width, slope and its "
+                        "interval in the legend."),
         "stability": Figure(plot_stability(a, out / "stability_vs_width.png"),
                             "Stability boundary against width",
-                            "Bars span the largest LR that trained to the smallest that "
-                            "diverged; dots are their geometric mean."),
+                            "Bars span the largest LR where every seed trained to the "
+                            "smallest where any seed diverged; dots are their geometric mean "
+                            "(the onset); x: the smallest LR where every seed diverged."),
     }
     curves = plot_training_curves(a, a.prepared, a.steps, out / "training_curves.png")
     if curves is not None:

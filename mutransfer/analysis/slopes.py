@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mutransfer.analysis.tdist import t_quantile
+
 
 @dataclass
 class Line:
@@ -40,3 +42,14 @@ def rowwise_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if sxx > 0:
         slopes[complete] = (y[complete] - y[complete].mean(axis=1, keepdims=True)) @ xc / sxx
     return slopes
+
+
+def t_interval(line: Line, n_points: int, level: float = 0.95) -> tuple[float, float, int]:
+    """(low, high, df) of the slope: slope -/+ t(level, df) x stderr with df = n_points - 2;
+    NaNs below three points. With df 1 the t quantile is 12.7, not 1.96: a slope from three
+    widths is known to within a dozen standard errors only."""
+    df = n_points - 2
+    if df < 1 or not np.isfinite(line.stderr):
+        return np.nan, np.nan, max(df, 0)
+    half = t_quantile(level, df) * line.stderr
+    return line.slope - half, line.slope + half, df

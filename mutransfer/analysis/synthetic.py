@@ -1,7 +1,9 @@
 """Results tables with planted truths (optimal LR, stability boundary), for tests and demos.
 
 Each family's final loss is a bowl in log2 LR around lr*(w) = lr*_base * (w / w_base)^exponent,
-plus seed noise; every LR above stable(w) = stable_base * (w / w_base)^stable_exponent diverges.
+plus seed noise (and optionally an offset per seed, the same at every LR); every LR above
+stable(w) = stable_base * (w / w_base)^stable_exponent diverges. A diverged trial is stored as
+the trainer stores one: no final or best loss, its last finite loss apart.
 Written in the layout of docs/results-format.md, so the analysis cannot tell it from a sweep.
 """
 
@@ -52,12 +54,13 @@ def _trial_row(p: Planted, width: int, lr: float, seed: int, loss: float,
                diverged: bool, search: str) -> dict:
     tid = _trial_id(p.parameterization, p.extra, width, lr, seed)
     div_step = STEPS // 2 if diverged else None
-    final = 2 * INITIAL_LOSS if diverged else loss  # a diverged trial keeps its last finite loss
+    final = None if diverged else loss  # a diverged trial reports no loss it did not reach
     row = {
         "trial_id": tid, "sweep": "synthetic", "width": width,
         "parameterization": p.parameterization, "lr": lr, "seed": seed, "optimizer": "adam",
         **p.extra, "status": "diverged" if diverged else "complete", "diverged": diverged,
-        "diverge_step": div_step, "final_eval_loss": final, "best_eval_loss": min(final, loss),
+        "diverge_step": div_step, "final_eval_loss": final, "best_eval_loss": final,
+        "last_finite_loss": 2 * INITIAL_LOSS if diverged else None,
         "initial_loss": INITIAL_LOSS, "steps_done": div_step or STEPS, "tokens": STEPS * 4096,
         "wall_time_s": 1.0, "tokens_per_s": 4096.0 * STEPS, "search": search, "host": "synthetic",
         "versions": "{}", "config": "{}", "attempt": tid[:6], "error": None,
@@ -85,16 +88,20 @@ def _step_rows(tid: str, attempt: str, lr: float, final: float,
 
 def synthetic_tables(families: list[Planted], widths: list[int], lrs: list[float] | None,
                      seeds: list[int], noise: float = 0.005, rng_seed: int = 0,
-                     random_lrs: tuple[float, float, int] | None = None) -> Tables:
+                     random_lrs: tuple[float, float, int] | None = None,
+                     seed_sd: float = 0.0) -> Tables:
     """Trials and steps for every family x width x LR x seed.
 
     `lrs` is the grid; with `random_lrs=(low, high, n)` each (family, width) instead gets n
-    log-uniform LRs of its own, as an Optuna search would choose them.
+    log-uniform LRs of its own, as an Optuna search would choose them. `seed_sd`: sd of an
+    offset per (family, seed) added at every width and LR (a seed that runs high everywhere).
     """
     rng = np.random.default_rng(rng_seed)
+    offset_rng = np.random.default_rng([rng_seed, 1])  # apart, so seed_sd=0 changes nothing
     base = widths[0]
     trials, steps = [], []
     for p in families:
+        offset = dict(zip(seeds, seed_sd * offset_rng.standard_normal(len(seeds))))
         for w in widths:
             grid = lrs
             if random_lrs is not None:
@@ -105,7 +112,7 @@ def synthetic_tables(families: list[Planted], widths: list[int], lrs: list[float
                 mean = p.best_loss(w, base) + p.curvature * dist**2
                 for s in seeds:
                     diverged = bool(lr > p.stable(w, base))
-                    loss = float(mean + noise * rng.standard_normal())
+                    loss = float(mean + offset[s] + noise * rng.standard_normal())
                     row = _trial_row(p, w, float(lr), s, loss, diverged,
                                      "optuna" if random_lrs else "grid")
                     trials.append(row)

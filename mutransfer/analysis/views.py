@@ -9,7 +9,11 @@ import math
 
 import pandas as pd
 
+from mutransfer.analysis.cells import NOT_RUN, PARTIAL
 from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.groups import as_key, family_label
+from mutransfer.analysis.optimum import lr_ranges
+from mutransfer.analysis_defaults import MIN_SEEDS_BOOT
 
 MISSING = "-"
 
@@ -49,31 +53,58 @@ def _family(a: Analysis, df: pd.DataFrame) -> dict[str, list[str]]:
     return {c: [str(v) for v in df[c]] for c in a.family_cols}
 
 
+def _source(method: str, df: int) -> str:
+    return f"{method}, df {int(df)}" if method else MISSING
+
+
+def _seed_boot(lo: float, hi: float, n_seeds: int, fmt) -> str:
+    """The seed bootstrap's interval, or why there is none."""
+    if n_seeds < MIN_SEEDS_BOOT:
+        return f"n/a ({n_seeds} seed{'s' if n_seeds != 1 else ''} < {MIN_SEEDS_BOOT})"
+    return fmt_interval(lo, hi, fmt)
+
+
 def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.lr_opt
     out = {**_family(a, df), "width": df["width"].astype(str).tolist(),
            "lr*": [fmt_lr(v) for v in df["lr_opt"]],
            "95% interval": [fmt_interval(lo, hi, fmt_lr)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])],
+           "noise": [_source(m, d) for m, d in zip(df["ci_method"], df["noise_df"])],
            "best loss": [fmt_loss(v) for v in df["best_loss"]],
            "edge": df["edge_side"].tolist()}
     if not compact:
-        out.update({"fit": df["method"].tolist(), "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
-                    "LRs trained": df["n_lrs"].astype(str).tolist(),
-                    "LRs diverged": df["n_lrs_diverged"].astype(str).tolist(),
-                    "seeds": df["n_seeds"].astype(str).tolist(), "note": df["note"].tolist()})
+        out.update({
+            "seed bootstrap": [_seed_boot(lo, hi, n, fmt_lr) for lo, hi, n
+                               in zip(df["boot_low"], df["boot_high"], df["n_seeds"])],
+            "fit": df["method"].tolist(), "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
+            "LRs trained": df["n_lrs"].astype(str).tolist(),
+            "partial": df["n_lrs_partial"].astype(str).tolist(),
+            "diverged": df["n_lrs_diverged"].astype(str).tolist(),
+            "not run": df["n_lrs_not_run"].astype(str).tolist(),
+            "seeds": df["n_seeds"].astype(str).tolist(), "note": df["note"].tolist()})
     return pd.DataFrame(out)
 
 
-def view_drift(a: Analysis) -> pd.DataFrame:
+def _ols(lo: float, hi: float, df: int) -> str:
+    text = fmt_interval(lo, hi, fmt_slope)
+    return MISSING if text == MISSING else f"{text} df {int(df)}"
+
+
+def view_drift(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.drift
-    return pd.DataFrame({
-        **_family(a, df), "widths": df["widths"].tolist(),
-        "slope": [fmt_slope(v) for v in df["slope"]],
-        "95% interval": [fmt_interval(lo, hi, fmt_slope)
-                         for lo, hi in zip(df["ci_low"], df["ci_high"])],
-        "OLS s.e.": [fmt_stderr(v) for v in df["stderr"]],
-        "note": df["note"].tolist()})
+    out = {**_family(a, df), "widths": df["widths"].tolist(),
+           "slope": [fmt_slope(v) for v in df["slope"]],
+           "95% interval": [fmt_interval(lo, hi, fmt_slope)
+                            for lo, hi in zip(df["ci_low"], df["ci_high"])]}
+    if not compact:
+        out["OLS 95% (t)"] = [_ols(lo, hi, d)
+                              for lo, hi, d in zip(df["ols_low"], df["ols_high"], df["df"])]
+        if df["n_boot"].gt(0).any():
+            out["seed bootstrap"] = [fmt_interval(lo, hi, fmt_slope)
+                                     for lo, hi in zip(df["boot_low"], df["boot_high"])]
+    out["note"] = df["note"].tolist()
+    return pd.DataFrame(out)
 
 
 def view_stability(a: Analysis) -> pd.DataFrame:
@@ -81,8 +112,12 @@ def view_stability(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame({
         **_family(a, df), "width": df["width"].astype(str).tolist(),
         "largest trained": [fmt_lr(v) for v in df["largest_trained"]],
-        "smallest diverged": [fmt_lr(v) for v in df["smallest_diverged"]],
+        "first diverged (any seed)": [fmt_lr(v) for v in df["smallest_any_diverged"]],
         "boundary": [fmt_lr(v) for v in df["boundary"]],
+        "first diverged (all seeds)": [fmt_lr(v) for v in df["smallest_all_diverged"]],
+        "boundary (all seeds)": [fmt_lr(v) for v in df["boundary_all"]],
+        "partial": df["n_lrs_partial"].astype(str).tolist(),
+        "not run": df["n_lrs_not_run"].astype(str).tolist(),
         "note": df["note"].tolist()})
 
 
@@ -91,7 +126,9 @@ def view_stability_slope(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame({
         **_family(a, df), "widths": df["widths"].tolist(),
         "slope": [fmt_slope(v) for v in df["slope"]],
-        "OLS s.e.": [fmt_stderr(v) for v in df["stderr"]],
+        "OLS 95% (t)": [_ols(lo, hi, d)
+                        for lo, hi, d in zip(df["ols_low"], df["ols_high"], df["df"])],
+        "slope (all seeds)": [fmt_slope(v) for v in df["slope_all"]],
         "note": df["note"].tolist()})
 
 
@@ -102,11 +139,14 @@ def view_regret(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame({
         **_family(a, df), "width": df["width"].astype(str).tolist(),
         "lr used": [fmt_lr(v) for v in df["lr_used"]],
+        "octaves from lr*": [MISSING if not _finite(v) else f"{v:.2f}"
+                             for v in df["lr_gap_log2"]],
         "loss": [fmt_loss(v) for v in df["loss_used"]],
         "best lr": [fmt_lr(v) for v in df["best_lr"]],
         "best loss": [fmt_loss(v) for v in df["best_loss"]],
-        "regret": [("diverged" if t == "diverged" else fmt_loss(r))
-                   for r, t in zip(df["regret"], df["transfer"])]})
+        "regret": [fmt_loss(r) if t == "trained" else t
+                   for r, t in zip(df["regret"], df["transfer"])],
+        "note": df["note"].tolist()})
 
 
 def view_monotonicity(a: Analysis) -> pd.DataFrame:
@@ -119,6 +159,22 @@ def view_monotonicity(a: Analysis) -> pd.DataFrame:
         "improves with width": [MISSING if n < 2 else "yes" if m else "no"
                                 for m, n in zip(df["monotone"], df["n_widths"])],
         "worst step": df["worst_step"].tolist(), "note": df["note"].tolist()})
+
+
+def flagged_cells(a: Analysis) -> list[str]:
+    """One line per group with LRs left out of lr*: partially diverged, or not run there."""
+    lines = []
+    for key, c in a.cells.groupby(a.group_cols, sort=True, dropna=False):
+        key = as_key(key)
+        c = c.sort_values("lr")
+        lrs, status = c["lr"].to_numpy(), c["status"].to_numpy()
+        parts = [f"{what} {lr_ranges(lrs, status == st)}"
+                 for st, what in ((PARTIAL, "partially diverged"), (NOT_RUN, "not run"))
+                 if (status == st).any()]
+        if parts:
+            lines.append(f"{family_label(key[:-1], a.axes)}, width {key[-1]}: "
+                         + "; ".join(parts))
+    return lines
 
 
 def text_table(df: pd.DataFrame, indent: str = "  ") -> str:
