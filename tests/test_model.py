@@ -219,3 +219,13 @@ def test_selective_scan_states_reproduce_the_output():
         2, 3, 6, generator=g)
     y, states = selective_scan(u, dt, A, B, C, return_states=True, backend="reference")
     assert torch.allclose(y, torch.einsum("bdnl,bnl->bdl", states, C), atol=1e-6)
+
+
+@pytest.mark.parametrize("param", PARAMETERIZATIONS)
+def test_model_embedding_std_sets_the_token_embedding_init_under_every_parameterization(param):
+    for std in (0.02, 1.0):
+        cfg = TrialConfig(width=128, param={"name": param},
+                          model={"base_width": 64, "n_layer": 1, "embedding_std": std})
+        torch.manual_seed(0)
+        w = build_model(cfg, BYTES).embedding.weight
+        assert w.std().item() == pytest.approx(std, rel=0.03)

@@ -85,7 +85,9 @@ class ScaledLinear(RescalableWeight, nn.Linear):
 class ScaledEmbedding(RescalableWeight, nn.Embedding):
     """Token embedding, N(0, std) (the reference: 0.02), with a forward multiplier."""
 
-    def __init__(self, num_embeddings: int, dim: int, std: float = 0.02) -> None:
+    REF_STD = 0.02  # state-spaces/mamba `_init_weights(initializer_range=0.02)`
+
+    def __init__(self, num_embeddings: int, dim: int, std: float = REF_STD) -> None:
         super().__init__(num_embeddings, dim)
         self.param_roles = {"weight": "embedding"}
         self.mult = 1.0
