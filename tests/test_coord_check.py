@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
 from mutransfer.coord.verdict import slopes, strict_failures, verdicts
 
@@ -109,7 +110,23 @@ def test_the_verdict_names_the_largest_robust_slope_its_standard_error_and_the_s
     v = verdicts(sl, seeds=[3, 4, 5, 6]).iloc[0]
     assert v.verdict == "FAIL" and v.largest.startswith("ΔL0.ssm_state@t")
     assert v.slope == pytest.approx(1.1) and 0 < v.se < 0.05
-    assert v.seeds == "3 4 5 6" and v.robust == 4 and v.checked == 2 * (3 + 2)
+    assert v.seeds == "3-6" and v.robust == 4 and v.checked == 2 * (3 + 2)
+
+
+def test_a_curve_that_bends_carries_the_error_of_its_power_law_fit():
+    # every seed the same (no seed noise), but log2 RMS bends over the widths
+    df = table({"mup": {"conv": (0.0, 0.0)}}, seeds=(0, 1, 2))
+    bend = {64: 0.0, 128: 0.0, 256: 0.25, 512: 0.75}
+    df["drms"] = df["drms"] * 2.0 ** df["width"].map(bend)
+    sl = slopes(df)
+    dh = sl[(sl.kind == "dh") & (sl.step == 1)].iloc[0]
+    x = np.log2(WIDTHS)
+    expected = ols(x, np.log2(0.1) + np.array([bend[w] for w in WIDTHS]))
+    assert dh.slope == pytest.approx(expected.slope) and dh.slope > 0.2
+    assert dh.se_seeds == pytest.approx(0.0, abs=1e-9)
+    assert dh.se == pytest.approx(expected.stderr) and dh.se > 0.05
+    v = verdicts(sl, margin=2.0)
+    assert v.verdict.item() == "PASS" and v.borderline.item() == 2
 
 
 def test_with_one_seed_every_slope_beyond_the_tolerance_counts():
