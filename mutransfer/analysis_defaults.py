@@ -6,3 +6,4 @@ BOOT_SEED = 0       # RNG seed of the bootstrap
 FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
 COORD_MARGIN_SE = 2.0  # a slope violates only when outside the tolerance by > this many s.e.
+COORD_SEEDS = 8  # coordinate check: seeds 0..COORD_SEEDS-1 (verdicts agree across disjoint sets)

@@ -149,6 +149,8 @@ def test_a_zero_or_nonfinite_size_is_a_robust_violation():
     (["--set", "mup_ssm.ssm_B.lr_adam=1"], "lr_adam"),
     (["--model", "embedding_sd=1"], "embedding_sd"),
     (["--model", "embedding_std=-1"], "embedding_std"),
+    (["--model", "tie_embeddings"], "--model 'tie_embeddings': expected FIELD=VALUE"),
+    (["--margin", "-1"], "--margin: must be >= 0"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     code = main(["coord-check", "--out", str(tmp_path / "out"), *argv])

@@ -13,14 +13,15 @@ PARAMS = ("sp", "mup", "spectral", "mup_ssm")
 
 
 def add_arguments(p, name: str) -> None:
-    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_TOLERANCE
+    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_SEEDS, COORD_TOLERANCE
 
     p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
     p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     p.add_argument("--lr", type=float, default=None, help="default: 0.003 (adam), 0.1 (sgd)")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=list(range(COORD_SEEDS)),
+                   help=f"default: 0-{COORD_SEEDS - 1}")
     p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=4)
@@ -54,6 +55,8 @@ def _check(args) -> None:
         raise UserError(f"--lr: must be positive, got {args.lr}")
     if args.steps < 1:
         raise UserError("--steps: must be at least 1")
+    if args.margin < 0:
+        raise UserError(f"--margin: must be >= 0, got {args.margin}")
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -72,6 +75,9 @@ def _parse_overrides(items: list[str]) -> dict:
 def _parse_model(items: list[str]) -> dict:
     from mutransfer.configbase import parse_set
 
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--model {item!r}: expected FIELD=VALUE")
     return dict(parse_set(items))
 
 
@@ -84,7 +90,7 @@ def run(args) -> int:
     _check(args)
     from mutransfer.analysis.coordplot import plot_coord_check
     from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config
-    from mutransfer.coord.verdict import judge, slopes, strict_failures, verdicts
+    from mutransfer.coord.verdict import judge, seed_ranges, slopes, strict_failures, verdicts
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
 
@@ -109,17 +115,21 @@ def run(args) -> int:
     v.to_parquet(out / "verdicts.parquet", index=False)
     png = plot_coord_check(coord, out / f"coord_check_{s.optimizer}.png")
     print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
-          f"{s.seed_list()}, widths {s.widths}, {time.time() - t0:.0f} s")
-    print(_slope_table(judge(sl, args.tolerance, args.margin), s.steps))
-    print()
-    print(f"verdict: FAIL when a slope is outside ±{args.tolerance:g} by more than "
-          f"{args.margin:g} s.e. (robust); borderline ones are counted apart, not judged")
-    print(format_verdicts(v))
+          f"{seed_ranges(s.seed_list())}, widths {s.widths}, {time.time() - t0:.0f} s")
+    print(_report(judge(sl, args.tolerance, args.margin), v, s.steps, args))
     print(f"\nwrote {out / 'coord.parquet'}, {png}")
     if args.strict and (bad := strict_failures(v)):
         print("strict: " + ", ".join(bad), file=sys.stderr)
         return 1
     return 0
+
+
+def _report(judged, v, last_step: int, args) -> str:
+    return "\n".join([
+        _slope_table(judged, last_step), "",
+        f"verdict: FAIL when a slope is outside ±{args.tolerance:g} by more than "
+        f"{args.margin:g} s.e. (robust); borderline ones are counted apart, not judged",
+        format_verdicts(v)])
 
 
 def format_verdicts(v) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from mutransfer.analysis_defaults import COORD_SEEDS
 from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
@@ -35,7 +36,7 @@ class CoordSettings:
     model: dict | None = None  # further ModelConfig fields, e.g. {"tie_embeddings": False}
 
     def seed_list(self) -> list[int]:
-        return self.seeds if self.seeds else [0, 1, 2]
+        return self.seeds if self.seeds else list(range(COORD_SEEDS))
 
 
 def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialConfig:
