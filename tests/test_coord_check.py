@@ -175,3 +175,12 @@ def test_coord_check_command_writes_tables_figure_and_verdicts(tmp_path, capsys)
     assert (out / "coord_check_adam.png").stat().st_size > 10_000
     printed = capsys.readouterr().out
     assert "verdict" in printed and ("PASS" in printed or "FAIL" in printed)
+
+
+def test_the_figure_shows_the_geometric_mean_over_seeds_the_slopes_are_taken_of():
+    from mutransfer.analysis.coordplot import coord_summary
+
+    df = table({"mup": {"conv": (0.0, 0.0)}})
+    df.loc[df.seed == 1, "rms"] *= 4.0  # seed 0 at 1, seed 1 at 4: geometric mean 2
+    s = coord_summary(df)
+    assert s.rms.to_numpy() == pytest.approx(2.0)
