@@ -69,8 +69,8 @@ def fit_errors(coord: pd.DataFrame) -> pd.DataFrame:
         y = mean.to_numpy(float)
         xc = x - x.mean()
         slope = rowwise_slopes(x, y)
-        resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):  # non-finite rows: NaN
+            resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
             se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / (xc**2).sum())
         out.append(mean.index.to_frame(index=False).assign(kind=kind, se_fit=se))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
