@@ -98,12 +98,17 @@ def slopes(coord: pd.DataFrame) -> pd.DataFrame:
                                           "n_seeds"]]
 
 
+def _reach(sl: pd.DataFrame) -> pd.Series:
+    """|slope|, or the signed slope where shrinking is allowed (only growth counts there)."""
+    one_sided = (sl["kind"] == "h") & sl["quantity"].isin(SHRINK_ALLOWED)
+    return sl["slope"].where(one_sided, sl["slope"].abs())
+
+
 def excess(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
     """How far each slope lies outside the allowed band (0 when inside)."""
     s = sl["slope"].to_numpy(float)
-    one_sided = (sl["kind"] == "h").to_numpy() & sl["quantity"].isin(SHRINK_ALLOWED).to_numpy()
     with np.errstate(invalid="ignore"):
-        out = np.where(one_sided, s - tol, np.abs(s) - tol)
+        out = _reach(sl).to_numpy(float) - tol
     out = np.where(np.isfinite(s), np.maximum(out, 0.0), np.inf)
     return pd.Series(out, index=sl.index)
 
@@ -121,12 +126,11 @@ def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, margin: float = MARGIN,
     """One row per parameterization: PASS/FAIL, the largest robust slope with its s.e., counts.
 
     FAIL when any slope is a robust violation. `largest` is the robust violation of largest
-    |slope|; on a PASS, the slope that came nearest to the band's edge (largest excess over
-    the tolerance, or else largest |slope|, counting only growth where shrinking is allowed).
+    |slope|; on a PASS, the slope nearest the band's edge (largest |slope|, counting only
+    growth where shrinking is allowed).
     """
     judged = judge(sl, tol, margin)
-    one_sided = (judged["kind"] == "h") & judged["quantity"].isin(SHRINK_ALLOWED)
-    reach = judged["slope"].where(one_sided, judged["slope"].abs())
+    reach = _reach(judged)
     rows = []
     for param, g in judged.groupby("parameterization", sort=False):
         robust = g[g["status"] == "robust"]
