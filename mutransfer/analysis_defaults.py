@@ -7,3 +7,5 @@ FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
 MIN_NOISE_DF = 3    # degrees of freedom a noise estimate needs before it carries an interval
 MIN_SEEDS_BOOT = 5  # seeds the seed bootstrap needs (126 distinct resamples; 2 seeds have 3)
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
+COORD_MARGIN_SE = 2.0  # a slope violates only when outside the tolerance by > this many s.e.
+COORD_SEEDS = 8  # coordinate check: seeds 0..COORD_SEEDS-1 (verdicts agree across disjoint sets)

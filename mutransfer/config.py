@@ -20,7 +20,8 @@ class ModelConfig(StrictModel):
     expand: int = Field(2, ge=1)
     d_conv: int = Field(4, ge=1)
     base_width: int = Field(64, ge=8)
-    tie_embeddings: bool = True
+    tie_embeddings: bool = True  # readout = the token embedding (as the reference)
+    embedding_std: float = Field(0.02, gt=0)  # token embedding init std (the reference: 0.02)
     dt_min: float = Field(0.001, gt=0)
     dt_max: float = Field(0.1, gt=0)
     dt_init_floor: float = Field(1e-4, gt=0)

@@ -6,24 +6,32 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
 from mutransfer.coord.verdict import slopes, strict_failures, verdicts
 
 WIDTHS = [64, 128, 256, 512]
 
 
-def table(plan: dict[str, dict[str, tuple[float, float]]], steps: int = 2) -> pd.DataFrame:
-    """Coord rows where RMS of h and Δh grow as width^slope: plan[param][quantity] = slopes."""
+def table(plan: dict[str, dict[str, tuple[float, float]]], steps: int = 2,
+          seeds: tuple[int, ...] = (0, 1), seed_spread: float = 0.0) -> pd.DataFrame:
+    """Coord rows where RMS of h and Δh grow as width^slope: plan[param][quantity] = slopes.
+
+    With `seed_spread`, seed k's slopes are shifted by ±seed_spread (alternating signs), so
+    the seeds' slopes have mean as planned and standard deviation about seed_spread.
+    """
     rows = []
     for param, quantities in plan.items():
         for q, (h_slope, dh_slope) in quantities.items():
-            for w in WIDTHS:
-                for step in range(steps + 1):
-                    for seed in (0, 1):
+            for seed in seeds:
+                shift = seed_spread * (1 if seed % 2 == 0 else -1)
+                for w in WIDTHS:
+                    for step in range(steps + 1):
                         rows.append({"parameterization": param, "optimizer": "adam", "width": w,
                                      "seed": seed, "step": step, "layer": 0, "quantity": q,
-                                     "rms": (w / 64) ** h_slope,
-                                     "drms": 0.0 if step == 0 else 0.1 * (w / 64) ** dh_slope})
+                                     "rms": (w / 64) ** (h_slope + shift),
+                                     "drms": 0.0 if step == 0 else
+                                     0.1 * (w / 64) ** (dh_slope + shift)})
     return pd.DataFrame(rows)
 
 
@@ -45,7 +53,8 @@ def test_flat_passes_and_growth_fails_naming_the_worst_quantity():
     assert v.loc["mup_ssm", "verdict"] == "PASS"
     assert v.loc["sp", "verdict"] == "FAIL"
     assert v.loc["sp", "worst"].startswith("ΔL0.ssm_state")
-    assert v.loc["sp", "max_abs_slope"] == pytest.approx(1.2)
+    assert v.loc["sp", "largest"] == "ΔL0.ssm_state@t1"
+    assert v.loc["sp", "slope"] == pytest.approx(1.2)
 
 
 def test_vanishing_updates_fail_too():
@@ -75,12 +84,73 @@ def test_seed_noise_is_averaged_before_the_fit():
     assert sl[sl.kind == "h"].slope.abs().max() < 0.2
 
 
+def test_each_slope_has_the_standard_error_of_its_seeds_slopes():
+    seeds = tuple(range(6))
+    sl = slopes(table({"mup": {"conv": (0.1, 0.3)}}, seeds=seeds, seed_spread=0.2))
+    h = sl[(sl.kind == "h") & (sl.step == 1)].iloc[0]
+    assert h.slope == pytest.approx(0.1) and h.n_seeds == 6
+    # per-seed slopes ±0.2 alternating: sample sd 0.2·√(6/5), s.e. that / √6
+    assert h.se == pytest.approx(0.2 * np.sqrt(6 / 5) / np.sqrt(6))
+
+
+def test_a_slope_beyond_the_tolerance_counts_only_when_clear_of_it_by_the_margin():
+    seeds = tuple(range(4))
+    plan = {"mup": {"ssm_state": (0.0, 0.3)}}  # 0.1 beyond the tolerance
+    noisy = verdicts(slopes(table(plan, seeds=seeds, seed_spread=0.2)), margin=2.0)
+    quiet = verdicts(slopes(table(plan, seeds=seeds, seed_spread=0.02)), margin=2.0)
+    assert noisy.verdict.item() == "PASS"  # s.e. 0.115: 0.1 is within 2 s.e.
+    assert noisy.borderline.item() == 2 and noisy.robust.item() == 0  # steps 1 and 2
+    assert quiet.verdict.item() == "FAIL" and quiet.robust.item() == 2
+    assert quiet.slope.item() == pytest.approx(0.3) and quiet.se.item() < 0.02
+
+
+def test_the_verdict_names_the_largest_robust_slope_its_standard_error_and_the_seeds():
+    sl = slopes(table({"sp": {"conv": (0.0, 0.5), "ssm_state": (0.0, 1.1)}},
+                      seeds=(3, 4, 5, 6), seed_spread=0.05))
+    v = verdicts(sl, seeds=[3, 4, 5, 6]).iloc[0]
+    assert v.verdict == "FAIL" and v.largest.startswith("ΔL0.ssm_state@t")
+    assert v.slope == pytest.approx(1.1) and 0 < v.se < 0.05
+    assert v.seeds == "3-6" and v.robust == 4 and v.checked == 2 * (3 + 2)
+
+
+def test_a_curve_that_bends_carries_the_error_of_its_power_law_fit():
+    # every seed the same (no seed noise), but log2 RMS bends over the widths
+    df = table({"mup": {"conv": (0.0, 0.0)}}, seeds=(0, 1, 2))
+    bend = {64: 0.0, 128: 0.0, 256: 0.25, 512: 0.75}
+    df["drms"] = df["drms"] * 2.0 ** df["width"].map(bend)
+    sl = slopes(df)
+    dh = sl[(sl.kind == "dh") & (sl.step == 1)].iloc[0]
+    x = np.log2(WIDTHS)
+    expected = ols(x, np.log2(0.1) + np.array([bend[w] for w in WIDTHS]))
+    assert dh.slope == pytest.approx(expected.slope) and dh.slope > 0.2
+    assert dh.se_seeds == pytest.approx(0.0, abs=1e-9)
+    assert dh.se == pytest.approx(expected.stderr) and dh.se > 0.05
+    v = verdicts(sl, margin=2.0)
+    assert v.verdict.item() == "PASS" and v.borderline.item() == 2
+
+
+def test_with_one_seed_every_slope_beyond_the_tolerance_counts():
+    v = verdicts(slopes(table({"mup": {"conv": (0.0, 0.25)}}, seeds=(0,))))
+    assert v.verdict.item() == "FAIL" and np.isnan(v.se.item())
+
+
+def test_a_zero_or_nonfinite_size_is_a_robust_violation():
+    df = table({"mup": {"conv": (0.0, 0.0)}}, seeds=(0, 1, 2))
+    df.loc[(df.width == 512) & (df.seed == 1) & (df.step == 2), "drms"] = np.nan
+    v = verdicts(slopes(df))
+    assert v.verdict.item() == "FAIL" and v.largest.item() == "ΔL0.conv@t2"
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["--widths", "4", "64"], "below the minimum width 8"),
     (["--param", "sp", "mu_p"], "unknown parameterization 'mu_p'"),
     (["--lr", "-0.1"], "--lr: must be positive"),
     (["--widths", "64"], "at least two"),
     (["--set", "mup_ssm.ssm_B.lr_adam=1"], "lr_adam"),
+    (["--model", "embedding_sd=1"], "embedding_sd"),
+    (["--model", "embedding_std=-1"], "embedding_std"),
+    (["--model", "tie_embeddings"], "--model 'tie_embeddings': expected FIELD=VALUE"),
+    (["--margin", "-1"], "--margin: must be >= 0"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     code = main(["coord-check", "--out", str(tmp_path / "out"), *argv])
@@ -105,3 +175,12 @@ def test_coord_check_command_writes_tables_figure_and_verdicts(tmp_path, capsys)
     assert (out / "coord_check_adam.png").stat().st_size > 10_000
     printed = capsys.readouterr().out
     assert "verdict" in printed and ("PASS" in printed or "FAIL" in printed)
+
+
+def test_the_figure_shows_the_geometric_mean_over_seeds_the_slopes_are_taken_of():
+    from mutransfer.analysis.coordplot import coord_summary
+
+    df = table({"mup": {"conv": (0.0, 0.0)}})
+    df.loc[df.seed == 1, "rms"] *= 4.0  # seed 0 at 1, seed 1 at 4: geometric mean 2
+    s = coord_summary(df)
+    assert s.rms.to_numpy() == pytest.approx(2.0)

@@ -16,6 +16,7 @@ from mutransfer.models.mamba import MambaMixer
 from mutransfer.models.trace import tracing
 from mutransfer.ops import selective_scan
 from mutransfer.param.apply import assign_roles
+from mutransfer.param.config import PARAMETERIZATIONS
 from tests.conftest import BYTES
 
 
@@ -59,6 +60,49 @@ def test_mixer_forward_matches_a_direct_reimplementation():
     y = (torch.stack(ys, -1) + x * mixer.D[:, None]) * F.silu(z)
     expected = mixer.out_proj(y.transpose(1, 2))
     assert torch.allclose(mixer(h), expected, atol=1e-5)
+
+
+def reference_mamba_block(sd: dict, prefix: str, h: torch.Tensor, d_state: int,
+                          d_conv: int = 4) -> torch.Tensor:
+    """mamba_simple.Mamba.forward's slow path (conv1d, then selective_scan_ref), from a
+    state dict in the reference layout (fused x_proj), written from state-spaces/mamba."""
+    w = {k[len(prefix):]: v.double() for k, v in sd.items() if k.startswith(prefix)}
+    h = h.double()
+    L = h.shape[1]
+    xz = torch.einsum("ed,bld->bel", w["in_proj.weight"], h)
+    x, z = xz.chunk(2, dim=1)
+    d_inner = x.shape[1]
+    x = F.silu(F.conv1d(x, w["conv1d.weight"], w["conv1d.bias"], padding=d_conv - 1,
+                        groups=d_inner)[..., :L])
+    x_dbl = torch.einsum("rd,bdl->brl", w["x_proj.weight"], x)
+    dt_rank = x_dbl.shape[1] - 2 * d_state
+    dt, B, C = torch.split(x_dbl, [dt_rank, d_state, d_state], dim=1)
+    delta = F.softplus(torch.einsum("dr,brl->bdl", w["dt_proj.weight"], dt)
+                       + w["dt_proj.bias"][:, None])
+    A = -torch.exp(w["A_log"])
+    state = torch.zeros(h.shape[0], d_inner, d_state, dtype=torch.float64)
+    ys = []
+    for t in range(L):  # selective_scan_ref
+        state = (torch.exp(delta[:, :, t, None] * A) * state
+                 + delta[:, :, t, None] * B[:, None, :, t] * x[:, :, t, None])
+        ys.append(torch.einsum("bdn,bn->bd", state, C[:, :, t]))
+    y = (torch.stack(ys, -1) + x * w["D"][:, None]) * F.silu(z)
+    return torch.einsum("de,bel->bld", w["out_proj.weight"], y)
+
+
+@pytest.mark.parametrize("param", PARAMETERIZATIONS)
+def test_the_built_mixer_is_the_reference_mamba_block_with_the_mapped_weights(param):
+    cfg = TrialConfig(width=48, param={"name": param},
+                      model={"base_width": 16, "n_layer": 2, "scan_backend": "reference"})
+    torch.manual_seed(0)
+    model = build_model(cfg, BYTES)
+    sd = to_reference(model.state_dict())
+    h = torch.randn(2, 11, 48)
+    for i, layer in enumerate(model.layers):
+        expected = reference_mamba_block(sd, f"backbone.layers.{i}.mixer.", h, d_state=16)
+        with torch.no_grad():
+            got = layer.mixer(h)
+        assert torch.allclose(got.double(), expected, rtol=1e-4, atol=1e-5), (param, i)
 
 
 def test_the_forward_multiplier_of_dt_proj_scales_its_part_of_delta():
@@ -175,3 +219,13 @@ def test_selective_scan_states_reproduce_the_output():
         2, 3, 6, generator=g)
     y, states = selective_scan(u, dt, A, B, C, return_states=True, backend="reference")
     assert torch.allclose(y, torch.einsum("bdnl,bnl->bdl", states, C), atol=1e-6)
+
+
+@pytest.mark.parametrize("param", PARAMETERIZATIONS)
+def test_model_embedding_std_sets_the_token_embedding_init_under_every_parameterization(param):
+    for std in (0.02, 1.0):
+        cfg = TrialConfig(width=128, param={"name": param},
+                          model={"base_width": 64, "n_layer": 1, "embedding_std": std})
+        torch.manual_seed(0)
+        w = build_model(cfg, BYTES).embedding.weight
+        assert w.std().item() == pytest.approx(std, rel=0.03)

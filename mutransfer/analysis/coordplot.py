@@ -1,7 +1,8 @@
 """The coordinate-check figure: RMS of each activation h and of its change Δh against width.
 
 Reads RESULTS_DIR/coord_check/coord.parquet (docs/results-format.md). Values are taken at the
-last recorded step, averaged over seeds and over layers (model-level quantities have layer -1).
+last recorded step, geometric means over seeds and layers (model-level quantities have layer
+-1).
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
 
 
 def coord_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean rms and drms per (parameterization, optimizer, width, quantity) at the last step."""
+    """Geometric-mean rms and drms per (parameterization, optimizer, width, quantity) at the
+    last step, over seeds and layers (the mean the verdict's slopes are taken of)."""
     last = df[df["step"] == df["step"].max()]
     keys = ["parameterization", "optimizer", "width", "quantity"]
-    return last.groupby(keys, sort=True).agg(rms=("rms", "mean"), drms=("drms", "mean"),
-                                             n_seeds=("seed", "nunique")).reset_index()
+    with np.errstate(divide="ignore"):
+        logs = last.assign(rms=np.log(last["rms"]), drms=np.log(last["drms"]))
+    out = logs.groupby(keys, sort=True).agg(rms=("rms", "mean"), drms=("drms", "mean"),
+                                            n_seeds=("seed", "nunique")).reset_index()
+    return out.assign(rms=np.exp(out["rms"]), drms=np.exp(out["drms"]))
 
 
 def plot_coord_check(df: pd.DataFrame, path: Path) -> Path:
@@ -67,6 +72,6 @@ def plot_coord_check(df: pd.DataFrame, path: Path) -> Path:
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
                title="activation", fontsize=8)
     fig.suptitle(f"Coordinate check at step {step}: flat lines mean width-independent sizes "
-                 "(mean over seeds and layers)")
+                 "(geometric mean over seeds and layers)")
     fig.tight_layout()
     return save(fig, path)

@@ -13,14 +13,15 @@ PARAMS = ("sp", "mup", "spectral", "mup_ssm")
 
 
 def add_arguments(p, name: str) -> None:
-    from mutransfer.analysis_defaults import COORD_TOLERANCE
+    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_SEEDS, COORD_TOLERANCE
 
     p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
     p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     p.add_argument("--lr", type=float, default=None, help="default: 0.003 (adam), 0.1 (sgd)")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=list(range(COORD_SEEDS)),
+                   help=f"default: 0-{COORD_SEEDS - 1}")
     p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=4)
@@ -28,9 +29,13 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="PARAM.ROLE.ENTRY=VALUE",
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
+    p.add_argument("--model", dest="model", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a model config field, e.g. tie_embeddings=false, embedding_std=1")
     p.add_argument("--out", default="results/coord_check",
                    help="output folder (RESULTS_DIR/coord_check puts it in that study's report)")
     p.add_argument("--tolerance", type=float, default=COORD_TOLERANCE)
+    p.add_argument("--margin", type=float, default=COORD_MARGIN_SE,
+                   help="standard errors a slope must lie beyond the tolerance to count")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when a feature-learning parameterization fails or sp passes")
 
@@ -50,6 +55,8 @@ def _check(args) -> None:
         raise UserError(f"--lr: must be positive, got {args.lr}")
     if args.steps < 1:
         raise UserError("--steps: must be at least 1")
+    if args.margin < 0:
+        raise UserError(f"--margin: must be >= 0, got {args.margin}")
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -65,6 +72,15 @@ def _parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def _parse_model(items: list[str]) -> dict:
+    from mutransfer.configbase import parse_set
+
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--model {item!r}: expected FIELD=VALUE")
+    return dict(parse_set(items))
+
+
 def _progress(done: int, total: int, what: str) -> None:
     end = "\n" if done == total or not sys.stderr.isatty() else ""
     print(f"\r[{done}/{total}] {what}".ljust(60), end=end, file=sys.stderr, flush=True)
@@ -74,7 +90,7 @@ def run(args) -> int:
     _check(args)
     from mutransfer.analysis.coordplot import plot_coord_check
     from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config
-    from mutransfer.coord.verdict import slopes, strict_failures, verdicts
+    from mutransfer.coord.verdict import judge, seed_ranges, slopes, strict_failures, verdicts
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
 
@@ -83,14 +99,15 @@ def run(args) -> int:
                       lr=args.lr or (3e-3 if args.optimizer == "adam" else 0.1),
                       steps=args.steps, seeds=args.seeds, base_width=args.base_width,
                       n_layer=args.n_layer, batch_size=args.batch_size, seq_len=args.seq_len,
-                      overrides=_parse_overrides(args.overrides))
+                      overrides=_parse_overrides(args.overrides),
+                      model=_parse_model(args.model))
     for param in s.params:  # validate overrides before any work
         trial_config(s, param, s.widths[-1], 0)
     source = load_data(DataConfig())
     t0 = time.time()
     coord = run_coord_check(s, source, progress=_progress)
     sl = slopes(coord)
-    v = verdicts(sl, tol=args.tolerance)
+    v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seed_list())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     coord.to_parquet(out / "coord.parquet", index=False)
@@ -98,10 +115,8 @@ def run(args) -> int:
     v.to_parquet(out / "verdicts.parquet", index=False)
     png = plot_coord_check(coord, out / f"coord_check_{s.optimizer}.png")
     print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
-          f"{s.seed_list()}, widths {s.widths}, {time.time() - t0:.0f} s")
-    print(_slope_table(sl, s.steps))
-    print()
-    print(v.to_string(index=False))
+          f"{seed_ranges(s.seed_list())}, widths {s.widths}, {time.time() - t0:.0f} s")
+    print(_report(judge(sl, args.tolerance, args.margin), v, s.steps, args))
     print(f"\nwrote {out / 'coord.parquet'}, {png}")
     if args.strict and (bad := strict_failures(v)):
         print("strict: " + ", ".join(bad), file=sys.stderr)
@@ -109,11 +124,33 @@ def run(args) -> int:
     return 0
 
 
-def _slope_table(sl, last_step: int) -> str:
-    """Slopes at the last step: a row per quantity (layer-prefixed), a column per param x kind."""
-    sub = sl[sl["step"] == last_step].copy()
+def _report(judged, v, last_step: int, args) -> str:
+    return "\n".join([
+        _slope_table(judged, last_step), "",
+        f"verdict: FAIL when a slope is outside ±{args.tolerance:g} by more than "
+        f"{args.margin:g} s.e. (robust); borderline ones are counted apart, not judged",
+        format_verdicts(v)])
+
+
+def format_verdicts(v) -> str:
+    """The verdict table: largest robust slope (or largest of all on a PASS) ± its s.e."""
+    t = v.assign(slope=[f"{a:+.2f} ± {b:.2f}" for a, b in zip(v["slope"], v["se"])],
+                 **{"robust/borderline/checked": [f"{a} / {b} / {c}" for a, b, c in zip(
+                     v["robust"], v["borderline"], v["checked"])]})
+    cols = ["parameterization", "verdict", "largest", "slope", "robust/borderline/checked",
+            "seeds"]
+    return t[cols].to_string(index=False)
+
+
+def _slope_table(judged, last_step: int) -> str:
+    """Slopes at the last step, a row per quantity, a column per param x kind; `!` marks a
+    robust violation and `?` a borderline one."""
+    sub = judged[judged["step"] == last_step].copy()
     sub["quantity"] = [q if layer < 0 else f"L{layer}.{q}"
                        for layer, q in zip(sub["layer"], sub["quantity"])]
+    mark = {"ok": "", "borderline": "?", "robust": "!"}
+    sub["cell"] = [f"{x:+.2f}{mark[m]}" for x, m in zip(sub["slope"], sub["status"])]
     table = sub.pivot_table(index="quantity", columns=["parameterization", "kind"],
-                            values="slope", sort=False)
-    return f"slopes of log2 RMS vs log2 width at step {last_step}:\n" + table.round(2).to_string()
+                            values="cell", aggfunc="first", sort=False)
+    return (f"slopes of log2 RMS vs log2 width at step {last_step} (mean over seeds; "
+            f"! robust violation, ? borderline):\n" + table.fillna("").to_string())

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from mutransfer.analysis_defaults import COORD_SEEDS
 from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
@@ -32,9 +33,10 @@ class CoordSettings:
     batch_size: int = 4
     seq_len: int = 32
     overrides: dict | None = None  # parameterization -> role -> entry -> value
+    model: dict | None = None  # further ModelConfig fields, e.g. {"tie_embeddings": False}
 
     def seed_list(self) -> list[int]:
-        return self.seeds if self.seeds else [0, 1, 2]
+        return self.seeds if self.seeds else list(range(COORD_SEEDS))
 
 
 def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialConfig:
@@ -42,7 +44,7 @@ def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialCo
     return TrialConfig(
         width=width,
         model=ModelConfig(n_layer=s.n_layer, d_state=s.d_state,
-                          base_width=s.base_width or min(s.widths)),
+                          base_width=s.base_width or min(s.widths), **(s.model or {})),
         param={"name": param, "overrides": overrides},
         train=TrainConfig(optimizer=s.optimizer, lr=s.lr, betas=(0.9, 0.95), seed=seed,
                           grad_clip=None, batch_size=s.batch_size, seq_len=s.seq_len),

@@ -44,6 +44,7 @@ def build_model(cfg, spec, sample=None) -> SequenceModel:
         vocab_size=spec.vocab_size if tokens else None,
         input_dim=None if tokens else spec.input_dim,
         output_dim=spec.output_dim, tie_embeddings=cfg.model.tie_embeddings,
+        embedding_std=cfg.model.embedding_std,
     )
     apply_parameterization(model, cfg)
     apply_init_schemes(model, cfg, sample)

@@ -1,8 +1,9 @@
 """Layers whose init and forward multiplier are set by the parameterization.
 
-Each module names the role of its own parameters in `param_roles`, and matrix layers know
-their fan-in at the base shape, so `mutransfer.param` can scale their init relative to the
-reference init at base width.
+Each module names the role of its own parameters in `param_roles` and initialises all of them
+itself, at the reference init. Layers whose weight has a width-dependent init rule (the
+`RescalableWeight`) also know how their own init relates to the base shape, so that
+`mutransfer.param` can rescale that weight, and nothing else, to the parameterization's std.
 """
 
 from __future__ import annotations
@@ -20,13 +21,37 @@ def log_uniform(count: int, low: float, high: float) -> torch.Tensor:
     return torch.exp(u * (math.log(high) - math.log(low)) + math.log(low))
 
 
-class ScaledLinear(nn.Linear):
+class RescalableWeight:
+    """A module's `weight` whose std a parameterization sets by rescaling it (never re-drawing).
+
+    `init_scale` is the weight's std over the reference std at the base shape (the module
+    starts it at its own reference init); `width_mult(m)` is the width ratio its init rule
+    follows. Nothing else of the module is touched: every other parameter keeps the init its
+    module gave it (mutransfer/param/apply.py checks that).
+    """
+
+    weight: nn.Parameter
+    init_scale: float = 1.0
+
+    def width_mult(self, m: float) -> float:
+        return m
+
+    def rescale_init(self, scale: float) -> None:
+        """Make the weight's std the base-shape reference std times `scale`, by multiplying."""
+        with torch.no_grad():
+            self.weight.mul_(scale / self.init_scale)
+        self.init_scale = scale
+
+
+class ScaledLinear(RescalableWeight, nn.Linear):
     """nn.Linear with a role, a base fan-in and a forward multiplier on W·x.
 
-    The reference init is PyTorch's Linear default (kaiming_uniform, a=√5), i.e.
-    U(±gain/√fan_in), std gain/√(3·fan_in); `gain` carries extra factors such as the
-    1/√n_layer rescale of out_proj or dt_scale of dt_proj. Biases start at zero, as in the
-    reference's `_init_weights`, unless a module re-initialises them.
+    It starts at the reference init for its own shape: PyTorch's Linear default
+    (kaiming_uniform, a=√5), i.e. U(±gain/√fan_in), std gain/√(3·fan_in); `gain` carries extra
+    factors such as the 1/√n_layer rescale of out_proj or dt_scale of dt_proj. The bias starts
+    at zero, as in the reference's `_init_weights`; a module may set it afterwards (dt_proj's Δ
+    bias). A parameterization then only rescales the weight (`rescale_init`); it never re-draws
+    it and never touches the bias.
     """
 
     def __init__(self, in_features: int, out_features: int, *, role: str, base_in: int,
@@ -36,18 +61,16 @@ class ScaledLinear(nn.Linear):
         self.base_in = base_in
         self.gain = gain
         self.mult = 1.0
-        self.init_scaled(1.0 * math.sqrt(base_in / in_features))
-
-    def ref_std_base(self) -> float:
-        return self.gain / math.sqrt(3 * self.base_in)
-
-    def init_scaled(self, scale: float) -> None:
-        """Uniform init with std = ref_std_base · scale (uniform like the reference)."""
-        bound = math.sqrt(3) * self.ref_std_base() * scale
+        bound = gain / math.sqrt(in_features)
         with torch.no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
                 self.bias.zero_()
+        self.init_scale = math.sqrt(base_in / in_features)  # std over the base-shape std
+
+    def width_mult(self, m: float) -> float:
+        """Its own fan-in ratio (= m but for dt_proj, whose fan-in ⌈d/16⌉ rounds)."""
+        return self.in_features / self.base_in
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """mult · W·x, without the bias (for callers that add the bias elsewhere)."""
@@ -59,20 +82,17 @@ class ScaledLinear(nn.Linear):
         return y if self.bias is None else y + self.bias
 
 
-class ScaledEmbedding(nn.Embedding):
-    """Token embedding, normal(0, 0.02) as the reference, with a forward multiplier."""
+class ScaledEmbedding(RescalableWeight, nn.Embedding):
+    """Token embedding, N(0, std) (the reference: 0.02), with a forward multiplier."""
 
-    REF_STD = 0.02
+    REF_STD = 0.02  # state-spaces/mamba `_init_weights(initializer_range=0.02)`
 
-    def __init__(self, num_embeddings: int, dim: int) -> None:
+    def __init__(self, num_embeddings: int, dim: int, std: float = REF_STD) -> None:
         super().__init__(num_embeddings, dim)
         self.param_roles = {"weight": "embedding"}
         self.mult = 1.0
-        self.init_scaled(1.0)
-
-    def init_scaled(self, scale: float) -> None:
         with torch.no_grad():
-            self.weight.normal_(0.0, self.REF_STD * scale)
+            self.weight.normal_(0.0, std)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = super().forward(ids)

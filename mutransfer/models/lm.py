@@ -31,14 +31,14 @@ class SequenceModel(nn.Module):
 
     def __init__(self, d_model: int, base_d_model: int, n_layer: int,
                  make_mixer: Callable[[int], nn.Module], *, vocab_size: int | None = None,
-                 input_dim: int | None = None, output_dim: int, tie_embeddings: bool = True
-                 ) -> None:
+                 input_dim: int | None = None, output_dim: int, tie_embeddings: bool = True,
+                 embedding_std: float = ScaledEmbedding.REF_STD) -> None:
         super().__init__()
         if (vocab_size is None) == (input_dim is None):
             raise ValueError("give exactly one of vocab_size (tokens) or input_dim (real inputs)")
         self.d_model = d_model
         if vocab_size is not None:
-            self.embedding: nn.Module = ScaledEmbedding(vocab_size, d_model)
+            self.embedding: nn.Module = ScaledEmbedding(vocab_size, d_model, embedding_std)
         else:
             self.embedding = ScaledLinear(input_dim, d_model, role="embedding", base_in=input_dim)
         self.layers = nn.ModuleList(Block(d_model, make_mixer(i)) for i in range(n_layer))

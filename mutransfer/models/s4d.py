@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.errors import UserError
-from mutransfer.models.layers import ScaledLinear, log_uniform
+from mutransfer.models.layers import RescalableWeight, ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 
 INITS = ("lin", "inv", "legs", "real")
@@ -109,28 +109,25 @@ def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return y[..., :length]
 
 
-class SSMWeight(nn.Module):
+class SSMWeight(RescalableWeight, nn.Module):
     """B or C: a complex (H, M) array stored as its real view, with a role and a multiplier.
 
-    Like ScaledLinear it has `init_scaled`, so a parameterization can scale its init when its
-    role is ssm_B/ssm_C (the vector role keeps the reference init: scale 1).
+    It starts at the reference init (B: ones; C: complex N(0, 1)); when its role is ssm_B or
+    ssm_C a parameterization rescales it like a matrix weight (the vector role keeps it).
     """
 
     def __init__(self, channels: int, modes: int, *, kind: str, role: str) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(channels, modes, 2))
-        self.kind = kind  # "ones" (B, as the reference) or "normal" (C: complex N(0, 1))
         self.param_roles = {"weight": role}
         self.mult = 1.0
-        self.init_scaled(1.0)
-
-    def init_scaled(self, scale: float) -> None:
         with torch.no_grad():
-            if self.kind == "ones":
-                self.weight.zero_()
-                self.weight[..., 0] = scale
+            if kind == "ones":
+                self.weight[..., 0] = 1.0
+            elif kind == "normal":
+                self.weight.normal_(0.0, 1 / math.sqrt(2))
             else:
-                self.weight.normal_(0.0, scale / math.sqrt(2))
+                raise ValueError(f"unknown SSM weight init {kind!r}")
 
     def value(self) -> torch.Tensor:
         w = torch.view_as_complex(self.weight)

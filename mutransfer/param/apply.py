@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
 import torch.nn as nn
 
 from mutransfer.errors import UserError
+from mutransfer.models.layers import RescalableWeight
 from mutransfer.param.config import ROLES
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
 
@@ -42,18 +47,38 @@ def _check_vector_rule(rule: RoleRule) -> None:
 
 
 def apply_parameterization(model: nn.Module, cfg) -> None:
-    """Initialise matrix weights and set forward multipliers for `cfg.param` at `cfg.width`."""
+    """Rescale role-governed weights and set forward multipliers for `cfg.param` at `cfg.width`.
+
+    Every module initialises its own parameters (the reference init); this pass only
+    multiplies each `RescalableWeight`'s weight to the std its role's rule gives, and fails
+    loudly, naming the parameter, if anything else changed: an init a module owns (the Δ bias,
+    A_log, D, the conv, the norms, any future one) cannot be overwritten here unnoticed.
+    """
     rules = rules_for(cfg.param)
     _check_vector_rule(rules["vector"])
     m, n = multipliers(cfg)
     assign_roles(model)  # fails early, naming any parameter without a role
-    for module in model.modules():
-        if not hasattr(module, "init_scaled"):
-            continue
-        rule = rules[module.param_roles["weight"]]
-        module.init_scaled(rule.init_scale(m, n))
-        module.mult = rule.forward_mult(m)
+    scaled = {name: module for name, module in model.named_modules()
+              if isinstance(module, RescalableWeight)}
+    governed = {f"{name}.weight" if name else "weight" for name in scaled}
+    with unchanged_outside(model, governed):
+        for module in scaled.values():
+            rule = rules[module.param_roles["weight"]]
+            module.rescale_init(rule.init_scale(module.width_mult(m), n))
+            module.mult = rule.forward_mult(m)
     model.readout_mult = rules["readout"].forward_mult(m)
+
+
+@contextmanager
+def unchanged_outside(model: nn.Module, allowed: set[str]) -> Iterator[None]:
+    """Raise if the block changes any parameter of `model` whose name is not in `allowed`."""
+    before = {name: p.detach().clone() for name, p in model.named_parameters()
+              if name not in allowed}
+    yield
+    for name, p in model.named_parameters():
+        if name in before and not torch.equal(p.detach(), before[name]):
+            raise RuntimeError(f"{name}: the parameterization changed an init its module owns "
+                               "(only role-governed weights may be rescaled)")
 
 
 def param_groups(model: nn.Module, cfg) -> list[dict]:

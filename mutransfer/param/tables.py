@@ -2,16 +2,19 @@
 
 m = width / base_width and n = d_state / base_d_state. For a parameter of a given role:
 
-    init std   = std_ref(base shape) · m^init_m · n^init_n · init_mult
+    init std   = std_ref(base shape) · m^init_m · n^init_n · init_mult   (m: a matrix's own
+                 fan-in ratio, equal to width / base_width except for dt_proj's ⌈d/16⌉)
     LR         = lr · m^lr_{fam}_m · n^lr_{fam}_n · lr_mult          (fam: adam or sgd)
     forward    = output · m^mult_m      (embedding output, readout logits)
     weight decay: "scaled" (torch's decoupled wd, times the group's LR), "independent"
                   (wd divided by the LR multiplier, so LR·wd stays as at base), or "none".
 
 std_ref is the reference implementation's init (state-spaces/mamba) evaluated at the base
-shape, so every parameterization equals the reference model at base width. "vector"
-parameters (norm gains, biases, conv1d, A_log, D, the Δ bias) keep their reference init at
-every width; only their LR scales.
+shape, so every parameterization equals the reference model at base width. Each module draws
+its parameters at the reference init itself; the init entries only rescale (multiply) the
+weights of the matrix roles (mutransfer/param/apply.py). "vector" parameters (norm gains,
+biases, conv1d, A_log, D, the Δ bias) keep their module's init at every width; only their LR
+scales.
 
 Where the entries come from: docs/parameterizations.md.
 """
@@ -62,10 +65,16 @@ _SP = {
     "readout": RoleRule(init_m=-0.5),
 }
 
-# muP as the mup library applies it (Tensor Programs V, MuAdam/MuSGD, MuReadout): matrix-like
-# params (both dims scale) get Adam η/m, SGD η; vector-like params (one dim scales: embedding,
-# biases, gains, and W_B/W_C whose fan_out d_state is fixed) get Adam η, SGD η·m; the readout
-# keeps its base init and multiplies logits by 1/m.
+# "mup": heuristic muP, the baseline Vankadara et al. criticise: Tensor Programs V's rules
+# applied to every weight by its shape, as the mup library classifies parameters (MuAdam,
+# MuSGD): matrix-like (both dims scale: in_proj, out_proj, x_proj_dt, dt_proj) Adam η/m,
+# SGD η; vector-like (one dim scales: embedding, biases, gains, conv1d, A_log, D) Adam η,
+# SGD η·m; readout as MuReadout (base-width init, logits × 1/m). W_B and W_C (d_state × d_inner)
+# are classed vector-like by that rule (Adam η, SGD η·m, init 1/√fan_in). This is NOT what the
+# library itself does with this model: it refuses a Linear with a fixed fan-out unless it is a
+# MuReadout (set_base_shapes → assert_hidden_size_inf), and on the reference's fused x_proj
+# (fan-out dt_rank + 2·d_state grows with width) it gives Adam η/m, SGD η·(fan-out ratio)/m.
+# docs/parameterizations.md says where each entry comes from.
 _MUP = {
     "embedding": RoleRule(lr_sgd_m=1.0),
     "hidden": RoleRule(init_m=-0.5, lr_adam_m=-1.0),
