@@ -29,6 +29,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from mutransfer.errors import UserError
+from mutransfer.ops.common import reference_states
 
 _F32 = torch.float32
 
@@ -318,16 +319,6 @@ class SelectiveScanFn(torch.autograd.Function):
                 None if tbias is None else dbias.to(tbias), None, None)
 
 
-def _states(u, delta, A, B, C, delta_bias, delta_softplus):
-    """All states (batch, dim, n, L) float32, from the reference loop (inspection only)."""
-    from mutransfer.ops.common import ScanInputs
-    from mutransfer.ops.reference import scan_reference
-
-    with torch.no_grad():
-        inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
-        return scan_reference(inp, return_states=True)[1]
-
-
 def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None,
                           delta_softplus=False, return_states=False,
                           config: ScanConfig | None = None):
@@ -336,5 +327,5 @@ def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None,
     out = SelectiveScanFn.apply(u, delta, A, B, C, D, z, delta_bias, bool(delta_softplus),
                                 config or DEFAULT_CONFIG)
     if return_states:
-        return out, _states(u, delta, A, B, C, delta_bias, delta_softplus)
+        return out, reference_states(u, delta, A, B, C, delta_bias, delta_softplus)
     return out
