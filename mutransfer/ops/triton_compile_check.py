@@ -4,12 +4,14 @@ The Triton interpreter runs the kernels as Python, so it misses what only the co
 rejects (a non-constexpr global, an op a backend lacks) and says nothing about registers.
 This compiles every kernel ahead of time (ttir -> ptx -> cubin with the ptxas that ships
 with triton) and reads each cubin with triton's bundled cuobjdump and nvdisasm: registers,
-local memory (spills), shared memory, and the instructions of the innermost loop per element
-(one element = one (batch, channel, step, state)), split into classes:
+stack and local memory (spills), shared memory, the instructions of the loop over state
+indices per element (one element = one (batch, channel, step, state)) and those of the rest
+of the chunk loop per step (one (batch, channel, step): loads, softplus, gate, stores),
+split into classes:
 
     python -m mutransfer.ops.triton_compile_check [--arch 90] [--dtype bf16|fp32]
         [--chunk 16 --bwd-chunk 16 --ckpt-steps 64 --fwd-block-d 32 --fwd-warps 1
-         --bwd-block-d 32]
+         --bwd-block-d 32 --fwd-maxnreg N --bwd-maxnreg N]
 
 Run it without TRITON_INTERPRET set (the kernels must be compiled, not interpreted, objects).
 """
@@ -34,7 +36,8 @@ _ACTIVATIONS = {"u_ptr", "delta_ptr", "z_ptr", "out_ptr", "dout_ptr", "du_ptr", 
 _DIVISIBLE = {"dim", "L", "L_pad", "N", "u_sb", "dl_sb", "z_sb", "o_sb", "g_sb", "du_sb", "dd_sb",
               "dz_sb"}
 # the launch sizes the command line can set
-_TUNABLE = ("chunk", "bwd_chunk", "ckpt_steps", "fwd_block_d", "fwd_warps", "bwd_block_d")
+_TUNABLE = ("chunk", "bwd_chunk", "ckpt_steps", "fwd_block_d", "fwd_warps", "bwd_block_d",
+            "fwd_maxnreg", "bwd_maxnreg")
 # SASS opcode classes reported per element of the innermost loop
 _CLASSES = {"shuffle": ("SHFL",), "shared": ("LDS", "STS", "LDSM", "ATOMS"), "barrier": ("BAR",),
             "exp2": ("MUFU",), "global": ("LDG", "STG", "RED", "ATOMG"),
@@ -46,10 +49,11 @@ class KernelBuild:
     name: str
     cubin: bytes
     registers: int | None  # from cuobjdump, None when it is not available
-    local_bytes: int | None  # spills and stack
+    spill_bytes: int | None  # stack + local memory per thread: spills
     shared_bytes: int  # static shared memory the kernel asks for (triton's metadata)
     elements_per_iteration: int  # (channel, step) pairs a thread handles per state index
     loop: dict[str, int] = field(default_factory=dict)  # innermost loop: class -> count
+    chunk: dict[str, int] = field(default_factory=dict)  # the rest of the loop around it
 
 
 def _signature(kernel, act: str, constexprs: dict) -> tuple[dict, dict]:
@@ -88,19 +92,22 @@ def _run_tool(name: str, args: list[str], cubin: bytes) -> str:
 
 
 def _resource_usage(cubin: bytes) -> tuple[int | None, int | None]:
-    """(registers, local bytes) of the cubin's one kernel, via triton's bundled cuobjdump."""
+    """(registers, stack + local bytes) of the cubin's one kernel, via triton's cuobjdump
+    (ptxas puts spilled registers on the stack)."""
     text = _run_tool("cuobjdump", ["-res-usage"], cubin)
-    reg, local = re.search(r"REG:(\d+)", text), re.search(r"LOCAL:(\d+)", text)
-    return (int(reg.group(1)) if reg else None, int(local.group(1)) if local else None)
+    reg = re.search(r"REG:(\d+)", text)
+    mem = [int(m.group(1)) for m in re.finditer(r"(?:STACK|LOCAL):(\d+)", text)]
+    return (int(reg.group(1)) if reg else None, sum(mem) if mem else None)
 
 
 _INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
 _LABEL = re.compile(r"^(\.L_x_\d+):")
 
 
-def innermost_loop(sass: str) -> dict[str, int]:
+def loop_counts(sass: str) -> tuple[dict[str, int], dict[str, int]]:
     """Instruction counts of the main innermost loop of a SASS listing (the longest loop,
-    a backward branch, that contains no other): 'all' and the classes of `_CLASSES`.
+    a backward branch, that contains no other: the loop over state indices) and of the rest
+    of the loop around it (the per-chunk work): 'all' and the classes of `_CLASSES`.
     Empty without nvdisasm."""
     labels, pending, instrs = {}, [], []
     for line in sass.splitlines():
@@ -114,18 +121,28 @@ def innermost_loop(sass: str) -> dict[str, int]:
             instrs.append((addr, m.group(2), target.group(1) if target else None))
     loops = [(labels[t], addr) for addr, _, t in instrs if t in labels and labels[t] < addr]
     if not loops:
-        return {}
-    innermost = [r for r in loops if not any(r[0] <= o[0] and o[1] <= r[1] and o != r
-                                             for o in loops)]
-    lo, hi = max(innermost, key=lambda r: r[1] - r[0])
-    ops = collections.Counter(op for addr, op, _ in instrs if lo <= addr <= hi)
-    counts = {"all": sum(ops.values())}
-    counts.update({k: sum(ops[o] for o in v) for k, v in _CLASSES.items()})
-    return counts
+        return {}, {}
+
+    def inside(r, o):
+        return r[0] <= o[0] and o[1] <= r[1] and o != r
+
+    inner = max((r for r in loops if not any(inside(r, o) for o in loops)),
+                key=lambda r: r[1] - r[0])
+    around = [r for r in loops if inside(r, inner)]
+    outer = min(around, key=lambda r: r[1] - r[0]) if around else inner
+
+    def counts(keep) -> dict[str, int]:
+        ops = collections.Counter(op for addr, op, _ in instrs if keep(addr))
+        result = {"all": sum(ops.values())}
+        result.update({k: sum(ops[o] for o in v) for k, v in _CLASSES.items()})
+        return result
+
+    in_inner = lambda a: inner[0] <= a <= inner[1]  # noqa: E731
+    return counts(in_inner), counts(lambda a: outer[0] <= a <= outer[1] and not in_inner(a))
 
 
 def _jobs(kernels, config: ScanConfig) -> list[tuple]:
-    """(label, kernel, constexprs, warps, elements per thread and state index)."""
+    """(label, kernel, constexprs, launch options, elements per thread and state index)."""
     opts = dict(HAS_D=True, HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True)
     fwd = dict(opts, BLOCK_D=config.fwd_block_d, CHUNK=config.chunk,
                CKPT_CHUNKS=config.ckpt_steps // config.chunk)
@@ -133,15 +150,16 @@ def _jobs(kernels, config: ScanConfig) -> list[tuple]:
     per_bwd = config.bwd_chunk * config.bwd_block_d // 32
     return [
         ("scan_fwd_kernel", kernels.scan_fwd_kernel, dict(fwd, ENDS_ONLY=False),
-         config.fwd_warps, per_fwd),
+         config.launch_options("fwd"), per_fwd),
         ("scan_fwd_kernel[ENDS_ONLY]", kernels.scan_fwd_kernel, dict(fwd, ENDS_ONLY=True),
-         config.fwd_warps, per_fwd),
+         config.launch_options("fwd"), per_fwd),
         ("scan_bwd_carry_kernel", kernels.scan_bwd_carry_kernel,
          dict(HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True, BLOCK_D=config.bwd_block_d,
-              CHUNK=config.bwd_chunk), 1, per_bwd),
+              CHUNK=config.bwd_chunk), config.launch_options("bwd"), per_bwd),
         ("scan_bwd_kernel", kernels.scan_bwd_kernel,
          dict(opts, BLOCK_D=config.bwd_block_d, CHUNK=config.bwd_chunk,
-              CKPT_CHUNKS=config.ckpt_steps // config.bwd_chunk), 1, per_bwd),
+              CKPT_CHUNKS=config.ckpt_steps // config.bwd_chunk), config.launch_options("bwd"),
+         per_bwd),
     ]
 
 
@@ -153,25 +171,26 @@ def compile_kernels(arch: int = 90, act: str = "bf16",
     from triton.compiler import ASTSource
 
     builds = []
-    for label, kernel, constexprs, warps, per_thread in _jobs(load_kernels(), config):
+    for label, kernel, constexprs, options, per_thread in _jobs(load_kernels(), config):
         signature, attrs = _signature(kernel, act, constexprs)
         compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
-                                  target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": warps})
+                                  target=GPUTarget("cuda", arch, 32), options=options)
         cubin = compiled.asm["cubin"]
         builds.append(KernelBuild(label, cubin, *_resource_usage(cubin),
                                   compiled.metadata.shared, per_thread,
-                                  innermost_loop(_run_tool("nvdisasm", ["-c"], cubin))))
+                                  *loop_counts(_run_tool("nvdisasm", ["-c"], cubin))))
     return builds
 
 
 def format_build(b: KernelBuild, arch: int) -> str:
     line = (f"{b.name}: sm_{arch} cubin {len(b.cubin)} bytes, registers {b.registers}, "
-            f"local (spill) bytes {b.local_bytes}, shared bytes {b.shared_bytes}")
-    if b.loop:
-        per = b.elements_per_iteration
-        parts = ", ".join(f"{k} {v / per:.2f}" for k, v in b.loop.items() if v)
-        line += f"\n  innermost loop per element ({per} per thread): {parts}"
+            f"spill (stack+local) bytes {b.spill_bytes}, shared bytes {b.shared_bytes}")
+    per = b.elements_per_iteration
+    for what, counts in (("state loop, per element", b.loop),
+                         ("rest of the chunk loop, per step", b.chunk)):
+        if counts:
+            parts = ", ".join(f"{k} {v / per:.2f}" for k, v in counts.items() if v)
+            line += f"\n  {what} ({per} per thread): {parts}"
     return line
 
 

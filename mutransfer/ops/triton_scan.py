@@ -53,6 +53,9 @@ class ScanConfig:
     - fwd_segments, bwd_segments: time segments scanned in parallel (whole checkpoint
       intervals each). None picks the fewest that give `target_programs` programs, capped
       so that the per-segment buffers stay under half an activation's size.
+    - fwd_maxnreg, bwd_maxnreg: a register cap per thread for ptxas (None: its choice, up to
+      255 with one-warp programs, i.e. 8 warps per SM); a lower cap fits more warps per SM
+      and, past what the kernel needs, spills (the compile check shows both).
 
     Defaults from a static look at sm_90a code (triton 3.9 + ptxas, bf16); not yet timed on a
     GPU. `benchmarks/scan.py --sweep` times alternatives; `python -m
@@ -69,6 +72,8 @@ class ScanConfig:
     fwd_segments: int | None = None
     bwd_segments: int | None = None
     target_programs: int = 2048
+    fwd_maxnreg: int | None = None
+    bwd_maxnreg: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("chunk", "bwd_chunk", "ckpt_steps", "fwd_block_d", "fwd_warps",
@@ -90,6 +95,16 @@ class ScanConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"ScanConfig.{name} must be at least 1, got {value}")
+        for name in ("fwd_maxnreg", "bwd_maxnreg"):
+            value = getattr(self, name)
+            if value is not None and not 24 <= value <= 255:
+                raise ValueError(f"ScanConfig.{name} must be in [24, 255], got {value}")
+
+    def launch_options(self, kernel: str) -> dict:
+        """num_warps and maxnreg of the 'fwd' or 'bwd' kernels."""
+        warps = self.fwd_warps if kernel == "fwd" else 1
+        cap = self.fwd_maxnreg if kernel == "fwd" else self.bwd_maxnreg
+        return {"num_warps": warps} | ({"maxnreg": cap} if cap else {})
 
 
 DEFAULT_CONFIG = ScanConfig()
@@ -243,7 +258,7 @@ def _forward(kernels, u, delta, A, B, C, D, z, delta_bias, softplus, config):
             1, dim, L, p.L_pad, n, w.n_chunks, w.seg_chunks, w.count, p.n_ckpt,
             HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None,
             SOFTPLUS=softplus, ENDS_ONLY=ends_only, BLOCK_D=config.fwd_block_d,
-            CHUNK=w.chunk, CKPT_CHUNKS=w.ckpt_chunks, num_warps=config.fwd_warps)
+            CHUNK=w.chunk, CKPT_CHUNKS=w.ckpt_chunks, **config.launch_options("fwd"))
 
     if w.count > 1:  # end states of all segments but the last, from zero starts
         launch(w.count - 1, seg_end, True)
@@ -274,7 +289,7 @@ def _backward(kernels, saved, dout, softplus, config):
             *_strides(delta), *_strides(zz), *_strides(dout),
             1, dim, L, p.L_pad, n, w.n_chunks, w.seg_chunks, w.count,
             HAS_Z=z is not None, HAS_BIAS=delta_bias is not None, SOFTPLUS=softplus,
-            BLOCK_D=config.bwd_block_d, CHUNK=w.chunk, num_warps=1)
+            BLOCK_D=config.bwd_block_d, CHUNK=w.chunk, **config.launch_options("bwd"))
     kernels.scan_bwd_kernel[_grid(batch, dim, config.bwd_block_d, w.count)](
         u, delta, A, B, C, D if D is not None else A, zz,
         delta_bias if delta_bias is not None else A, dout, ckpt, scratch, seg_s, seg_dt,
@@ -284,7 +299,7 @@ def _backward(kernels, saved, dout, softplus, config):
         1, dim, L, p.L_pad, n, w.n_chunks, w.seg_chunks, w.count, p.n_ckpt,
         HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None,
         SOFTPLUS=softplus, BLOCK_D=config.bwd_block_d, CHUNK=w.chunk,
-        CKPT_CHUNKS=w.ckpt_chunks, num_warps=1)
+        CKPT_CHUNKS=w.ckpt_chunks, **config.launch_options("bwd"))
     return du, ddelta, dA, dB[..., :L], dC[..., :L], dD, dz, dbias
 
 
