@@ -226,8 +226,8 @@ def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
             cells.append(_ms(r.chunked, "fwd_bwd_ms"))
         print(" | ".join(cells))
     if not have_mamba:
-        print("mamba_ssm: not installed, no side-by-side columns (pip install "
-              "'mutransfer[mamba]' on this machine builds it; see benchmarks/README.md)")
+        print("mamba_ssm: not available, no side-by-side columns (the reason is above; "
+              "benchmarks/README.md says how to build it)")
 
 
 def sweep(copy_gbs: float, args, mamba_fn: Callable | None) -> None:

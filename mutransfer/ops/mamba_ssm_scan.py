@@ -1,8 +1,9 @@
 """The `mamba_ssm` scan backend: state-spaces/mamba's CUDA `selective_scan_fn`, if installed.
 
-Optional: `pip install 'mutransfer[mamba]'` builds the mamba-ssm package, whose CUDA
-extension (`selective_scan_cuda`) needs nvcc and a CUDA build of torch. Without it, choosing
-this backend is a UserError naming the install. `auto` never picks it.
+Optional: `MAMBA_KEEP_CUDA_BUILD=TRUE pip install --no-build-isolation 'mutransfer[mamba]'`
+builds the mamba-ssm package with its CUDA extension (`selective_scan_cuda`; mamba-ssm 2.3
+builds it only when MAMBA_KEEP_CUDA_BUILD=TRUE), which needs nvcc and a CUDA build of torch.
+Without it, choosing this backend is a UserError naming the install. `auto` never picks it.
 
 The arguments map one to one (mamba_ssm's layouts are this project's: u, Δ, z (batch, dim, L);
 A (dim, n); B, C (batch, n, L); D and the Δ bias (dim,)). mamba_ssm copies any of u, Δ, z,
@@ -21,8 +22,8 @@ from mutransfer.errors import UserError
 from mutransfer.ops.common import reference_states
 
 INSTALL = ("scan backend 'mamba_ssm' needs the mamba-ssm package with its CUDA extension: "
-           "pip install 'mutransfer[mamba]' on a machine with CUDA and nvcc (it compiles CUDA "
-           "code), or use scan backend 'auto'")
+           "MAMBA_KEEP_CUDA_BUILD=TRUE pip install --no-build-isolation 'mutransfer[mamba]' on "
+           "a machine with CUDA and nvcc (it compiles CUDA code), or use scan backend 'auto'")
 
 
 def load_selective_scan_fn():

@@ -17,7 +17,7 @@ BACKENDS: dict[str, str] = {
     "reference": "mutransfer.ops.reference:selective_scan_reference",
     "chunked": "mutransfer.ops.chunked:selective_scan_chunked",
     "triton": "mutransfer.ops.triton_scan:selective_scan_triton",
-    # optional: state-spaces/mamba's CUDA kernels (pip install 'mutransfer[mamba]')
+    # optional: state-spaces/mamba's CUDA kernels (the 'mamba' extra; benchmarks/README.md)
     "mamba_ssm": "mutransfer.ops.mamba_ssm_scan:selective_scan_mamba_ssm",
 }
 
