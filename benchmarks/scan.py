@@ -45,11 +45,11 @@ FULL_SHAPES = [(8, 1536, 1024), (8, 1536, 4096), (8, 3072, 1024), (8, 3072, 4096
 QUICK_SHAPES = [(8, 1536, 1024)]
 SWEEP = [
     ScanConfig(),
-    ScanConfig(bwd_chunk=8),
-    ScanConfig(chunk=8, bwd_chunk=8),
-    ScanConfig(fwd_block_d=64, bwd_block_d=64),
-    ScanConfig(fwd_block_d=64, fwd_warps=2),
-    ScanConfig(fwd_segments=1),
+    ScanConfig(bwd_chunk=8, bwd_maxnreg=128),  # 128 registers: 16 warps per SM, not 8
+    ScanConfig(fwd_block_d=64, bwd_block_d=64, bwd_chunk=8),  # two channels per thread
+    ScanConfig(chunk=8, fwd_block_d=64, fwd_warps=2),
+    ScanConfig(fwd_segments=1),  # the forward without time segments
+    ScanConfig(bwd_segments=1),
     ScanConfig(target_programs=1024),
     ScanConfig(target_programs=4096),
     ScanConfig(ckpt_steps=128),

@@ -281,6 +281,20 @@ def _decay_log2(A_ptr, offs_d, N, n, d_mask):
     return tl.load(A_ptr + offs_d * N + n, mask=d_mask, other=0.0) * LOG2E
 
 
+@triton.jit
+def _fwd_operands(A_ptr, B_ptr, C_ptr, carry_ptr, bc_row, carry_row, n, offs_d, N, L_pad, dim,
+                  w_sd, t, d_mask, ENDS_ONLY: tl.constexpr):
+    """What the forward needs of state n in one chunk: A log2(e), B, C (not with
+    ENDS_ONLY: zeros) and the state entering the chunk."""
+    a2 = _decay_log2(A_ptr, offs_d, N, n, d_mask)
+    b_n = tl.load(B_ptr + (bc_row + n) * L_pad + t)
+    c_n = tl.zeros_like(b_n)
+    if not ENDS_ONLY:
+        c_n = tl.load(C_ptr + (bc_row + n) * L_pad + t)
+    h0 = tl.load(_wptr(carry_ptr, carry_row + n, dim, offs_d, w_sd), mask=d_mask, other=0.0)
+    return a2, b_n, c_n, h0
+
+
 @_kernel
 def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, out_ptr,
                     ckpt_ptr, carry_ptr, seg_end_ptr, seg_dt_ptr,
@@ -336,19 +350,22 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
         # checkpoint after this chunk: an interval ends here, inside this segment
         save = ((k + 1) % CKPT_CHUNKS == 0) & (k + 1 < k0 + seg_chunks) & (k + 1 < n_chunks)
         ckpt_row = (b * n_ckpt + (k + 1) // CKPT_CHUNKS - 1) * N
-        bc_row = b * N
+        a2, b_n, c_n, h0 = _fwd_operands(A_ptr, B_ptr, C_ptr, carry_ptr, b * N, carry_row, 0,
+                                         offs_d, N, L_pad, dim, w_sd, t, d_mask, ENDS_ONLY)
         for n in range(N):
-            a = tl.exp2(dt * _decay_log2(A_ptr, offs_d, N, n, d_mask)[None, :])
-            b_n = tl.load(B_ptr + (bc_row + n) * L_pad + t)
-            carry = _wptr(carry_ptr, carry_row + n, dim, offs_d, w_sd)
-            h = _states(a, dtu * b_n[:, None], tl.load(carry, mask=d_mask, other=0.0), steps)
+            # the next state's operands, loaded while this one computes (the last reloads)
+            nxt = _fwd_operands(A_ptr, B_ptr, C_ptr, carry_ptr, b * N, carry_row,
+                                tl.minimum(n + 1, N - 1), offs_d, N, L_pad, dim, w_sd, t,
+                                d_mask, ENDS_ONLY)
+            a = tl.exp2(dt * a2[None, :])
+            h = _states(a, dtu * b_n[:, None], h0, steps)
             h_end = _row(h, steps, CHUNK - 1)
-            tl.store(carry, h_end, mask=d_mask)
+            tl.store(_wptr(carry_ptr, carry_row + n, dim, offs_d, w_sd), h_end, mask=d_mask)
             if not ENDS_ONLY:
-                c_n = tl.load(C_ptr + (bc_row + n) * L_pad + t)
                 y += h * c_n[:, None]
                 tl.store(_wptr(ckpt_ptr, ckpt_row + n, dim, offs_d, w_sd), h_end,
                          mask=_where_also(d_mask, save))
+            a2, b_n, c_n, h0 = nxt
         if not ENDS_ONLY:
             out = y + skip[None, :] * u
             if HAS_Z:
