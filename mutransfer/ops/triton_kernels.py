@@ -282,6 +282,19 @@ def _decay_log2(A_ptr, offs_d, N, n, d_mask):
 
 
 @triton.jit
+def _program(dim, seg_chunks, n_chunks, FIRST_SEGMENT: tl.constexpr, BLOCK_D: tl.constexpr,
+             CHUNK: tl.constexpr):
+    """This program's batch row, channels (and their mask), steps of a chunk, segment, and
+    chunk range [k0, k1). Grid: (batch, channel blocks, segments from FIRST_SEGMENT)."""
+    b = tl.program_id(0).to(tl.int64)
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    s = tl.program_id(2) + FIRST_SEGMENT
+    k0 = s * seg_chunks
+    return b, offs_d, offs_d < dim, tl.arange(0, CHUNK), s, k0, \
+        tl.minimum(k0 + seg_chunks, n_chunks)
+
+
+@triton.jit
 def _fwd_operands(A_ptr, B_ptr, C_ptr, carry_ptr, bc_row, carry_row, n, offs_d, N, L_pad, dim,
                   w_sd, t, d_mask, ENDS_ONLY: tl.constexpr):
     """What the forward needs of state n in one chunk: A log2(e), B, C (not with
@@ -312,13 +325,8 @@ def scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     intervals ending inside its segment, and its start state as the end of the interval
     before it (the previous segment's program skips that one).
     """
-    b = tl.program_id(0).to(tl.int64)
-    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    s = tl.program_id(2)
-    d_mask = offs_d < dim
-    steps = tl.arange(0, CHUNK)
-    k0 = s * seg_chunks
-    k1 = tl.minimum(k0 + seg_chunks, n_chunks)
+    b, offs_d, d_mask, steps, s, k0, k1 = _program(dim, seg_chunks, n_chunks, 0, BLOCK_D,
+                                                   CHUNK)
     bias = _channel_vector(bias_ptr, offs_d, w_sd, d_mask, HAS_BIAS, BLOCK_D)
     skip = _channel_vector(D_ptr, offs_d, w_sd, d_mask, HAS_D, BLOCK_D)
     u_b, dl_b, z_b, o_b = u_ptr + b * u_sb, delta_ptr + b * dl_sb, z_ptr + b * z_sb, \
@@ -386,13 +394,8 @@ def scan_bwd_carry_kernel(delta_ptr, A_ptr, C_ptr, z_ptr, bias_ptr, dout_ptr,
                           BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
     """The adjoint leaving each segment s >= 1 through its start when nothing enters it from
     the right: seg_s[b, s] = a g at the segment's first step, and seg_dt[b, s] = Σ Δ."""
-    b = tl.program_id(0).to(tl.int64)
-    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    s = tl.program_id(2) + 1
-    d_mask = offs_d < dim
-    steps = tl.arange(0, CHUNK)
-    k0 = s * seg_chunks
-    k1 = tl.minimum(k0 + seg_chunks, n_chunks)
+    b, offs_d, d_mask, steps, s, k0, k1 = _program(dim, seg_chunks, n_chunks, 1, BLOCK_D,
+                                                   CHUNK)
     bias = _channel_vector(bias_ptr, offs_d, w_sd, d_mask, HAS_BIAS, BLOCK_D)
     dl_b, z_b, g_b = delta_ptr + b * dl_sb, z_ptr + b * z_sb, dout_ptr + b * g_sb
     s_row = (b * n_seg + s) * N
@@ -436,15 +439,10 @@ def scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_pt
     Scratch (batch, n_seg, CKPT_CHUNKS + 2, N, dim): rows 0..CKPT_CHUNKS-1 the states at the
     chunk starts of the current interval, then the adjoint carry, then dA's running sum.
     """
-    b = tl.program_id(0).to(tl.int64)
-    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    s = tl.program_id(2)
-    d_mask = offs_d < dim
-    steps = tl.arange(0, CHUNK)
+    b, offs_d, d_mask, steps, s, k0, k1 = _program(dim, seg_chunks, n_chunks, 0, BLOCK_D,
+                                                   CHUNK)
     lane = tl.arange(0, 32)
     lane_t = _lane_step(lane, CHUNK)
-    k0 = s * seg_chunks
-    k1 = tl.minimum(k0 + seg_chunks, n_chunks)
     bias = _channel_vector(bias_ptr, offs_d, w_sd, d_mask, HAS_BIAS, BLOCK_D)
     skip = _channel_vector(D_ptr, offs_d, w_sd, d_mask, HAS_D, BLOCK_D)
     u_b, dl_b, z_b, g_b = u_ptr + b * u_sb, delta_ptr + b * dl_sb, z_ptr + b * z_sb, \
