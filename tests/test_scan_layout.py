@@ -1,6 +1,7 @@
 """Mamba's mixer keeps its activations in the (batch, L, channels) layout its projections
 produce: the scan gets views of those buffers, and a forward+backward makes two
-activation-sized copies (the conv's channels-first output, the split's backward), not ten."""
+activation-sized copies on the CPU (the torch conv's channels-first output, the split's
+backward) and one with the triton conv (CUDA), not ten."""
 
 from __future__ import annotations
 
@@ -49,14 +50,28 @@ def test_the_scan_reads_the_projections_buffers_through_views(monkeypatch):
     assert c["z"].untyped_storage().nbytes() == xz.untyped_storage().nbytes()  # a view of xz
 
 
-def test_two_activation_sized_copies_per_layer_forward_and_backward(monkeypatch):
-    monkeypatch.setattr(mamba, "selective_scan", stand_in_scan([]))
-    batch, L = 2, 64
+def activation_sized_copies(batch: int = 2, L: int = 64) -> tuple[list, MambaMixer]:
     mixer = MambaMixer(48, 16, d_state=8, n_layer=1)
     h = torch.randn(batch, L, 48, requires_grad=True)
     with CopyCounter() as counter:
         mixer(h).sum().backward()
     activation = batch * L * mixer.d_inner
-    big = [s for s in counter.shapes if torch.Size(s).numel() >= activation]
+    return sorted(s for s in counter.shapes if torch.Size(s).numel() >= activation), mixer
+
+
+def test_two_activation_sized_copies_per_layer_with_the_torch_conv(monkeypatch):
+    monkeypatch.setattr(mamba, "selective_scan", stand_in_scan([]))
+    big, mixer = activation_sized_copies()
     # the conv output made (b, L, d_inner); the backward of splitting xz into x and z
-    assert sorted(big) == [(batch, L, mixer.d_inner), (batch, L, 2 * mixer.d_inner)]
+    assert big == [(2, 64, mixer.d_inner), (2, 64, 2 * mixer.d_inner)]
+
+
+def test_one_with_a_conv_that_writes_the_channels_last_layout(monkeypatch):
+    """What the triton conv does on CUDA: read the x half of xz in place, write (b, L, d)."""
+    def conv(x, weight, bias):
+        return torch.nn.functional.silu(x * weight[:, 0, -1] + bias)  # elementwise: no copy
+
+    monkeypatch.setattr(mamba, "selective_scan", stand_in_scan([]))
+    monkeypatch.setattr(mamba, "causal_conv1d_silu", conv)
+    big, mixer = activation_sized_copies()
+    assert big == [(2, 64, 2 * mixer.d_inner)]  # the split's backward only

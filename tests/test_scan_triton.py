@@ -186,12 +186,17 @@ def test_reads_and_writes_the_projections_layout_in_place(fast_scan):
     assert {x[name].data_ptr() for name in ("u", "delta", "z")} <= saved
 
 
-def test_the_model_as_built_trains_the_same_with_triton_as_with_the_reference(fast_scan):
-    """The user's path: build_model with scan_backend triton (Mamba's (batch, L, ·) views
-    into the kernels), forward and every parameter's gradient against the reference."""
+def test_the_model_as_built_trains_the_same_with_triton_as_with_the_reference(fast_scan,
+                                                                           monkeypatch):
+    """The user's path on CUDA: build_model with scan_backend triton (Mamba's (batch, L, ·)
+    views into the kernels) and the triton causal conv, forward and every parameter's
+    gradient against the reference backend and PyTorch's conv1d."""
     from mutransfer.config import TrialConfig
     from mutransfer.models.build import build_model
+    from mutransfer.ops import causal_conv
     from tests.conftest import BYTES
+
+    real_use_triton = causal_conv.use_triton
 
     def model(backend):
         cfg = TrialConfig(width=16, model={"base_width": 16, "n_layer": 1, "d_state": 4,
@@ -202,6 +207,9 @@ def test_the_model_as_built_trains_the_same_with_triton_as_with_the_reference(fa
     ids = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     grads = {}
     for backend in ("triton", "reference"):
+        # the triton conv for the triton run (on the CPU: interpreted), torch's for the other
+        monkeypatch.setattr(causal_conv, "use_triton",
+                            (lambda x: True) if backend == "triton" else real_use_triton)
         m = model(backend)
         logits = m(ids)
         logits.square().mean().backward()
@@ -329,8 +337,9 @@ def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype):
     heads = [i for i, ln in enumerate(lines) if ": sm_90 cubin" in ln]
     assert [lines[i].split(":")[0] for i in heads] == [
         "scan_fwd_kernel", "scan_fwd_kernel[ENDS_ONLY]", "scan_bwd_carry_kernel",
-        "scan_bwd_kernel"]
-    for i in heads:
+        "scan_bwd_kernel", "conv_silu_fwd_kernel", "conv_silu_bwd_pre_kernel",
+        "conv_bwd_dx_kernel"]
+    for i in heads[:4]:
         assert lines[i].endswith("shared bytes 0"), lines[i]
         state_loop = lines[i + 1]
         assert "state loop, per element" in state_loop and "exp2 1.00" in state_loop

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 from mutransfer.ops import selective_scan
+from mutransfer.ops.causal_conv import causal_conv1d_silu
 
 
 def dt_rank_for(d_model: int) -> int:
@@ -102,14 +103,15 @@ class MambaMixer(nn.Module):
         Every activation stays in the (batch, L, channels) layout the projections produce;
         the scan gets (batch, channels, L) views of those buffers (the triton backend reads
         them in place, the CPU backends copy what they need) and returns y as a view of a
-        (batch, L, d_inner) buffer, which out_proj reads as is. The one layout copy left is
-        the conv's output, which PyTorch's conv1d writes channels-first.
+        (batch, L, d_inner) buffer, which out_proj reads as is. The causal conv + SiLU reads
+        the x half of in_proj's output in place and writes (batch, L, d_inner): on CUDA by
+        triton kernels, elsewhere by PyTorch's conv1d and one copy (ops/causal_conv.py).
         """
         p = f"layer{self.layer_idx}."
         xz = self.in_proj(h)
         record(p + "in_proj", xz)
         x, z = xz.split(self.d_inner, dim=-1)  # (b, L, d_inner) views
-        x = self._conv(x)
+        x = causal_conv1d_silu(x, self.conv1d.weight, self.conv1d.bias)  # contiguous (b, L, d)
         record(p + "conv", x.transpose(1, 2))
         dt = self.dt_proj.project(self.x_proj_dt(x))  # bias added inside the scan
         Bm, Cm = self.x_proj_B(x), self.x_proj_C(x)
@@ -122,11 +124,6 @@ class MambaMixer(nn.Module):
                                backend=self.scan_backend)
         return self.out_proj(y.transpose(1, 2))
 
-    def _conv(self, x: torch.Tensor) -> torch.Tensor:
-        """SiLU of the causal depthwise conv of x (b, L, d_inner) -> contiguous (b, L, d_inner)."""
-        L = x.shape[1]
-        y = F.silu(self.conv1d(x.transpose(1, 2))[..., :L])
-        return y.transpose(1, 2).contiguous()
 
     def _traced_scan(self, x, dt, Bm, Cm, z, p: str) -> torch.Tensor:
         """The same scan with every intermediate recorded (gate applied here, not fused)."""

@@ -31,10 +31,10 @@ from mutransfer.ops.triton_scan import DEFAULT_CONFIG, ScanConfig, load_kernels
 
 # pointer arguments in the activations' dtype; every other pointer is float32
 _ACTIVATIONS = {"u_ptr", "delta_ptr", "z_ptr", "out_ptr", "dout_ptr", "du_ptr", "ddelta_ptr",
-                "dz_ptr"}
+                "dz_ptr", "x_ptr", "g_ptr", "dpre_ptr", "dx_ptr"}
 # integer arguments that are multiples of 16 at the benchmark shapes (triton specialises them)
 _DIVISIBLE = {"dim", "L", "L_pad", "N", "u_sb", "dl_sb", "z_sb", "o_sb", "g_sb", "du_sb", "dd_sb",
-              "dz_sb"}
+              "dz_sb", "x_sb", "x_st", "g_st"}
 # the launch sizes the command line can set
 _TUNABLE = ("chunk", "bwd_chunk", "ckpt_steps", "fwd_block_d", "fwd_warps", "bwd_block_d",
             "fwd_maxnreg", "bwd_maxnreg")
@@ -163,15 +163,30 @@ def _jobs(kernels, config: ScanConfig) -> list[tuple]:
     ]
 
 
+def _conv_jobs() -> list[tuple]:
+    """The causal conv + SiLU kernels at their fixed tiles, channel strides 1 (specialised
+    as at run time: x is a view of in_proj's output, gradients contiguous)."""
+    from mutransfer.ops import causal_conv, conv_kernels
+
+    tiles = dict(K=4, BLOCK_T=causal_conv.BLOCK_T, BLOCK_D=causal_conv.BLOCK_D)
+    options = {"num_warps": causal_conv.WARPS}
+    per = causal_conv.BLOCK_T * causal_conv.BLOCK_D // (32 * causal_conv.WARPS)
+    return [(k.__name__, k, dict(tiles, **unit), options, per) for k, unit in (
+        (conv_kernels.conv_silu_fwd_kernel, {"x_sd": 1}),
+        (conv_kernels.conv_silu_bwd_pre_kernel, {"x_sd": 1, "g_sd": 1}),
+        (conv_kernels.conv_bwd_dx_kernel, {}))]
+
+
 def compile_kernels(arch: int = 90, act: str = "bf16",
                     config: ScanConfig = DEFAULT_CONFIG) -> list[KernelBuild]:
-    """Every kernel with every option on (D, z, Δ bias, softplus)."""
+    """Every scan kernel with every option on (D, z, Δ bias, softplus), then the conv's."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     builds = []
-    for label, kernel, constexprs, options, per_thread in _jobs(load_kernels(), config):
+    for label, kernel, constexprs, options, per_thread in (_jobs(load_kernels(), config)
+                                                           + _conv_jobs()):
         signature, attrs = _signature(kernel, act, constexprs)
         compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
                                   target=GPUTarget("cuda", arch, 32), options=options)
