@@ -29,8 +29,9 @@ States between chunks live in float32 work buffers (channels innermost, channel 
 Time parallelism. A (batch, channel block) has L/CHUNK dependent chunks; when that is too
 little work per program the wrapper cuts time into segments that run in parallel:
 - forward: `ENDS_ONLY` programs scan each segment from a zero state and write its end state
-  and Σ Δ; the full programs then start segment s from sum_{s' < s} of those, propagated with
-  exp(A Σ Δ) (the product of the decays over a segment);
+  and Σ Δ; the full program of segment s composes its start state from those of the segments
+  before it, each carried across the next by exp(A Σ Δ), the product of that segment's
+  decays (equal to the product up to rounding; both underflow to 0 alike);
 - backward: `scan_bwd_carry_kernel` runs each segment's adjoint from a zero carry; the full
   backward walks those from the right in the same way.
 
