@@ -56,13 +56,38 @@ def _vector_scan(self, inputs):
             for o, dt in zip(out, dtypes)]
 
 
+def _vector_reduce(self, inputs):
+    """Triton's interpreter reduce with a combine function (a left fold along the axis, as
+    `tl.flip` uses for its swaps), vectorised over the other axes."""
+    original_axis, ndim = self.axis, inputs[0].handle.data.ndim
+    inputs, axis = self.unravel(inputs, self.axis)
+    dtypes = [x.dtype for x in inputs]
+    data = [np.moveaxis(x.handle.data, axis, 0) for x in inputs]
+    acc = [d[0].copy() for d in data]
+    for i in range(1, data[0].shape[0]):
+        ret = self.combine_fn.fn(*(self.to_tensor(a, dt) for a, dt in zip(acc, dtypes)),
+                                 *(self.to_tensor(d[i], dt) for d, dt in zip(data, dtypes)))
+        acc = [np.reshape(r.handle.data, np.shape(a)).astype(a.dtype)
+               for a, r in zip(acc, ret if isinstance(ret, tuple) else (ret,))]
+    out = []
+    for a, dt in zip(acc, dtypes):
+        if self.keep_dims:
+            a = np.expand_dims(a, axis) if original_axis is not None else a.reshape([1] * ndim)
+        elif original_axis is None:
+            a = a.item()
+        out.append(self.to_tensor(a, dt))
+    return out
+
+
 @pytest.fixture
 def fast_scan(monkeypatch):
-    """The interpreter runs a scan one element per Python call; fold whole slices instead
-    (same order of operations, ~3x faster tests). `test_interpreter_own_scan` runs without."""
+    """The interpreter runs a scan or a reduce with a combine function one element per
+    Python call; fold whole slices instead (same order of operations, several times faster
+    tests). `test_interpreter_own_scan` runs without."""
     interp = sys.modules.get("triton.runtime.interpreter")
     if not HAS_CUDA and interp is not None and hasattr(interp, "ScanOps"):
         monkeypatch.setattr(interp.ScanOps, "generic_scan", _vector_scan)
+        monkeypatch.setattr(interp.ReduceOps, "generic_reduce", _vector_reduce)
 
 
 def make_inputs(batch, dim, n, L, dtype=torch.float32, seed=0, D=True, z=True,
