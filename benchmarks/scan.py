@@ -1,17 +1,23 @@
-"""Selective-scan benchmark (CUDA): the `triton` backend against the memory floor and `chunked`.
+"""Selective-scan benchmark (CUDA): the `triton` backend beside mamba_ssm's CUDA kernel.
 
-For batch 8, d_inner in {1536, 3072}, L in {1024, 4096}, n = 16, bf16 activations (u, Δ, z,
-B, C; A, D and the Δ bias float32, as Mamba passes them), Δ bias + softplus, D and z on:
+At batch 8, d_inner in {1536, 3072}, L in {1024, 4096} and batch 4, d_inner 2048, L 2048;
+n = 16, bf16 activations (u, Δ, z, B, C; A, D and the Δ bias float32, as Mamba passes them),
+Δ bias + softplus, D and z on, identical values for every implementation:
 
-- forward and forward+backward times: median of CUDA-event timings after warm-up;
-- the least bytes each must move (`floor_bytes`) and the bandwidth that implies, also as a
-  share of this device's measured device-to-device copy bandwidth;
-- the speed-up over the `chunked` backend on the same GPU;
-- peak memory of one forward+backward (torch.cuda.max_memory_allocated).
+- triton on the layout Mamba's mixer hands it ((batch, L, ·) buffers passed as transposed
+  views: "bld") and on contiguous (batch, dim, L) tensors ("bdl");
+- state-spaces/mamba's `selective_scan_fn` (mamba_ssm, its CUDA build) on contiguous
+  (batch, dim, L) tensors, its own layout, when installed; the ratio columns are
+  mamba time / triton time (above 1: triton is faster). Without it, the run says so;
+- forward and forward+backward (all eight gradients) times: median of CUDA-event timings
+  after warm-up; peak memory of one forward+backward (torch.cuda.max_memory_allocated,
+  inputs included); the least DRAM traffic (`floor_bytes`) as a share of the measured
+  device-to-device copy bandwidth; `--chunked` adds the `chunked` backend.
 
-    python benchmarks/scan.py            # the full table
-    python benchmarks/scan.py --quick    # one small shape, few repetitions
-    python benchmarks/scan.py --sweep    # triton launch configurations on the largest shape
+    python benchmarks/scan.py                 # the table (about a minute on an H100)
+    python benchmarks/scan.py --quick         # one shape, few repetitions
+    python benchmarks/scan.py --sweep         # triton launch configurations, one shape
+    python benchmarks/scan.py --json out.json # also write the rows
 """
 
 from __future__ import annotations
@@ -27,22 +33,28 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a bare checkout too
+from mutransfer.errors import UserError  # noqa: E402
+from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn  # noqa: E402
 from mutransfer.ops.scan import selective_scan  # noqa: E402
 from mutransfer.ops.triton_scan import ScanConfig, selective_scan_triton  # noqa: E402
 
 DEVICE = "cuda"
-BATCH, N_STATE = 8, 16
-FULL_SHAPES = [(1536, 1024), (1536, 4096), (3072, 1024), (3072, 4096)]
-QUICK_SHAPES = [(1536, 1024)]
+N_STATE = 16
+FULL_SHAPES = [(8, 1536, 1024), (8, 1536, 4096), (8, 3072, 1024), (8, 3072, 4096),
+               (4, 2048, 2048)]
+QUICK_SHAPES = [(8, 1536, 1024)]
 SWEEP = [
     ScanConfig(),
-    ScanConfig(chunk=64, fwd_block_d=16, bwd_block_d=16, fwd_warps=4, bwd_warps=8),
-    ScanConfig(chunk=64, fwd_block_d=32, bwd_block_d=32, fwd_warps=8, bwd_warps=8),
-    ScanConfig(chunk=32, fwd_block_d=64, bwd_block_d=64, fwd_warps=8, bwd_warps=16),
-    ScanConfig(chunk=128, fwd_block_d=16, bwd_block_d=16, fwd_warps=8, bwd_warps=16),
-    ScanConfig(chunk=64, fwd_block_d=32, bwd_block_d=32, fwd_warps=8, bwd_warps=16,
-               reverse_by_flip=True),
+    ScanConfig(bwd_chunk=8, bwd_maxnreg=128),  # 128 registers: 16 warps per SM, not 8
+    ScanConfig(fwd_block_d=64, bwd_block_d=64, bwd_chunk=8),  # two channels per thread
+    ScanConfig(chunk=8, fwd_block_d=64, fwd_warps=2),
+    ScanConfig(fwd_segments=1),  # the forward without time segments
+    ScanConfig(bwd_segments=1),
+    ScanConfig(target_programs=1024),
+    ScanConfig(target_programs=4096),
+    ScanConfig(ckpt_steps=128),
 ]
+NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
 
 
 def floor_bytes(batch: int, dim: int, n: int, L: int, act_bytes: int = 2) -> dict[str, int]:
@@ -51,8 +63,7 @@ def floor_bytes(batch: int, dim: int, n: int, L: int, act_bytes: int = 2) -> dic
     forward:  read u, Δ, z (3 b d L) and B, C (2 b n L); write out (b d L).
     backward: read dout, u, Δ, z (4 b d L) and B, C (2 b n L); write du, dΔ, dz (3 b d L)
               and dB, dC (2 b n L); dA, dD, dΔbias are (d, n) and (d,) in float32.
-    Per-chunk checkpoints, recomputation and atomics are the implementation's cost, not
-    counted. forward+backward = forward + backward.
+    Checkpoints, recomputation and atomics are an implementation's cost, not counted.
     """
     act, bc = batch * dim * L * act_bytes, batch * n * L * act_bytes
     params = (dim * n + 2 * dim) * 4
@@ -85,18 +96,36 @@ def copy_bandwidth_gbs(gib: float = 2.0, reps: int = 20) -> float:
     return 2 * src.numel() / (ms * 1e-3) / 1e9
 
 
-def make_inputs(batch: int, dim: int, n: int, L: int, seed: int = 0) -> dict:
-    """Mamba-like inputs: bf16 activations, A = -(1..n) per channel, dt bias ~ log(expm1(0.01))."""
+def make_inputs(batch: int, dim: int, n: int, L: int, seed: int = 0) -> tuple[dict, torch.Tensor]:
+    """Mamba-like inputs in (batch, dim, L) contiguous tensors and dout: bf16 activations,
+    A = -(1..n) per channel, Δ bias log(expm1(0.01)) (Δ about 0.01)."""
     g = torch.Generator(device=DEVICE).manual_seed(seed)
 
     def rnd(*shape, dtype=torch.bfloat16):
-        return torch.randn(*shape, generator=g, device=DEVICE).to(dtype).requires_grad_()
+        return torch.randn(*shape, generator=g, device=DEVICE).to(dtype)
 
     A = -torch.arange(1, n + 1, device=DEVICE, dtype=torch.float32).repeat(dim, 1)
-    return dict(u=rnd(batch, dim, L), delta=rnd(batch, dim, L), A=A.requires_grad_(),
-                B=rnd(batch, n, L), C=rnd(batch, n, L), D=rnd(dim, dtype=torch.float32),
-                z=rnd(batch, dim, L),
-                delta_bias=torch.full((dim,), -4.6, device=DEVICE).requires_grad_())
+    x = dict(u=rnd(batch, dim, L), delta=rnd(batch, dim, L), A=A, B=rnd(batch, n, L),
+             C=rnd(batch, n, L), D=rnd(dim, dtype=torch.float32), z=rnd(batch, dim, L),
+             delta_bias=torch.full((dim,), -4.6, device=DEVICE))
+    return x, rnd(batch, dim, L)
+
+
+def channels_last(x: dict, dout: torch.Tensor) -> tuple[dict, torch.Tensor]:
+    """The same values the way Mamba's mixer passes them: (batch, ·, L) views of
+    (batch, L, ·) buffers, z the second half of a (batch, L, 2 dim) one."""
+    def view(t):
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+    y = {k: view(v) if k in ("u", "delta", "B", "C") else v for k, v in x.items()}
+    xz = torch.cat([x["u"], x["z"]], 1).transpose(1, 2).contiguous()
+    y["z"] = xz[..., x["u"].shape[1]:].transpose(1, 2)
+    return y, view(dout)
+
+
+def leaves(x: dict) -> dict:
+    """Fresh leaves (same storage, same strides) to take gradients of."""
+    return {k: v.detach().requires_grad_() for k, v in x.items()}
 
 
 def scan_call(scan: Callable, x: dict) -> Callable[[], torch.Tensor]:
@@ -105,8 +134,8 @@ def scan_call(scan: Callable, x: dict) -> Callable[[], torch.Tensor]:
 
 
 def fwd_bwd_call(scan: Callable, x: dict, dout: torch.Tensor) -> Callable[[], object]:
-    call, leaves = scan_call(scan, x), list(x.values())
-    return lambda: torch.autograd.grad(call(), leaves, dout)
+    call, inputs = scan_call(scan, x), [x[k] for k in NAMES]
+    return lambda: torch.autograd.grad(call(), inputs, dout)
 
 
 def peak_mib(fn: Callable[[], object]) -> float:
@@ -119,82 +148,119 @@ def peak_mib(fn: Callable[[], object]) -> float:
 
 
 @dataclass
-class Row:
-    d_inner: int
-    L: int
+class Timing:
     fwd_ms: float
     fwd_bwd_ms: float
-    fwd_gbs: float
-    fwd_bwd_gbs: float
-    fwd_of_copy: float
-    fwd_bwd_of_copy: float
     peak_mib: float
-    inputs_mib: float
-    chunked_fwd_bwd_ms: float | None
-    speedup: float | None
 
 
-def chunked_ms(x: dict, dout: torch.Tensor, reps: int) -> float | None:
-    """forward+backward of the `chunked` backend, or None when it runs out of memory."""
-    scan = lambda *a, **k: selective_scan(*a, **k, backend="chunked")  # noqa: E731
+def timing(scan: Callable, x: dict, dout: torch.Tensor, args) -> Timing | None:
+    """Forward, forward+backward and peak memory of one implementation (None on OOM)."""
     try:
-        return cuda_time_ms(fwd_bwd_call(scan, x, dout), warmup=1, reps=reps)
+        with torch.no_grad():
+            fwd = cuda_time_ms(scan_call(scan, x), args.warmup, args.reps)
+        both = cuda_time_ms(fwd_bwd_call(scan, x, dout), args.warmup, args.reps)
+        return Timing(fwd, both, peak_mib(fwd_bwd_call(scan, x, dout)))
     except torch.cuda.OutOfMemoryError:
         torch.cuda.empty_cache()
         return None
 
 
-def bench_shape(dim: int, L: int, copy_gbs: float, args, config: ScanConfig) -> Row:
-    x = make_inputs(BATCH, dim, N_STATE, L)
-    dout = torch.randn(BATCH, dim, L, device=DEVICE).bfloat16()
-    triton_scan = lambda *a, **k: selective_scan_triton(*a, **k, config=config)  # noqa: E731
-    with torch.no_grad():
-        fwd = cuda_time_ms(scan_call(triton_scan, x), args.warmup, args.reps)
-    both = cuda_time_ms(fwd_bwd_call(triton_scan, x, dout), args.warmup, args.reps)
-    floor = floor_bytes(BATCH, dim, N_STATE, L)
-    fwd_gbs = floor["fwd"] / (fwd * 1e-3) / 1e9
-    both_gbs = floor["fwd_bwd"] / (both * 1e-3) / 1e9
-    peak = peak_mib(fwd_bwd_call(triton_scan, x, dout))
-    inputs = sum(t.numel() * t.element_size() for t in [*x.values(), dout]) / 2**20
-    ref = None if args.no_chunked else chunked_ms(x, dout, args.chunked_reps)
-    return Row(dim, L, fwd, both, fwd_gbs, both_gbs, fwd_gbs / copy_gbs, both_gbs / copy_gbs,
-               peak, inputs, ref, None if ref is None else ref / both)
+@dataclass
+class Row:
+    batch: int
+    d_inner: int
+    L: int
+    triton_bld: Timing
+    triton_bdl: Timing
+    mamba: Timing | None
+    chunked: Timing | None
+    floor_fwd_bwd_of_copy: float  # floor bytes / (f+b time on bld) / copy bandwidth
+
+    def ratio(self, field: str) -> float | None:
+        if self.mamba is None:
+            return None
+        return getattr(self.mamba, field) / getattr(self.triton_bld, field)
 
 
-def print_table(rows: list[Row], copy_gbs: float) -> None:
-    print(f"\ndevice: {torch.cuda.get_device_name()}  copy bandwidth: {copy_gbs:.0f} GB/s  "
-          f"batch={BATCH} n={N_STATE} bf16, floor per formula in floor_bytes()")
-    head = ("d_inner", "L", "fwd ms", "fwd GB/s", "fwd %copy", "f+b ms", "f+b GB/s",
-            "f+b %copy", "peak MiB", "inputs MiB", "chunked f+b ms", "speed-up")
+def bench_shape(batch: int, dim: int, L: int, copy_gbs: float, args, config: ScanConfig,
+                mamba_fn: Callable | None) -> Row:
+    x, dout = make_inputs(batch, dim, N_STATE, L)
+    triton = lambda *a, **k: selective_scan_triton(*a, **k, config=config)  # noqa: E731
+    x_bld, dout_bld = channels_last(x, dout)
+    bld = timing(triton, leaves(x_bld), dout_bld, args)
+    bdl = timing(triton, leaves(x), dout, args)
+    mamba = timing(mamba_fn, leaves(x), dout, args) if mamba_fn else None
+    chunked = None
+    if args.chunked:
+        scan = lambda *a, **k: selective_scan(*a, **k, backend="chunked")  # noqa: E731
+        chunked = timing(scan, leaves(x), dout, argparse.Namespace(warmup=1, reps=3))
+    floor = floor_bytes(batch, dim, N_STATE, L)["fwd_bwd"]
+    share = floor / (bld.fwd_bwd_ms * 1e-3) / 1e9 / copy_gbs
+    return Row(batch, dim, L, bld, bdl, mamba, chunked, share)
+
+
+def _ms(t: Timing | None, field: str) -> str:
+    return "-" if t is None else f"{getattr(t, field):.3f}"
+
+
+def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
+    print(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
+          f"copy bandwidth: {copy_gbs:.0f} GB/s  n={N_STATE}, bf16, Δ softplus, D and z on")
+    head = ["b d L", "triton bld fwd ms", "triton bld f+b ms", "triton bdl fwd ms",
+            "triton bdl f+b ms", "mamba fwd ms", "mamba f+b ms", "mamba/triton fwd",
+            "mamba/triton f+b", "triton peak MiB", "mamba peak MiB", "f+b % of copy"]
+    if rows and rows[0].chunked is not None:
+        head.append("chunked f+b ms")
     print(" | ".join(head))
     for r in rows:
-        chunked = "OOM" if r.chunked_fwd_bwd_ms is None else f"{r.chunked_fwd_bwd_ms:.1f}"
-        speedup = "-" if r.speedup is None else f"{r.speedup:.1f}x"
-        print(" | ".join([str(r.d_inner), str(r.L), f"{r.fwd_ms:.3f}", f"{r.fwd_gbs:.0f}",
-                          f"{100 * r.fwd_of_copy:.0f}%", f"{r.fwd_bwd_ms:.3f}",
-                          f"{r.fwd_bwd_gbs:.0f}", f"{100 * r.fwd_bwd_of_copy:.0f}%",
-                          f"{r.peak_mib:.0f}", f"{r.inputs_mib:.0f}", chunked, speedup]))
+        fwd, both = r.ratio("fwd_ms"), r.ratio("fwd_bwd_ms")
+        cells = [f"{r.batch} {r.d_inner} {r.L}", _ms(r.triton_bld, "fwd_ms"),
+                 _ms(r.triton_bld, "fwd_bwd_ms"), _ms(r.triton_bdl, "fwd_ms"),
+                 _ms(r.triton_bdl, "fwd_bwd_ms"), _ms(r.mamba, "fwd_ms"),
+                 _ms(r.mamba, "fwd_bwd_ms"), "-" if fwd is None else f"{fwd:.2f}",
+                 "-" if both is None else f"{both:.2f}", f"{r.triton_bld.peak_mib:.0f}",
+                 "-" if r.mamba is None else f"{r.mamba.peak_mib:.0f}",
+                 f"{100 * r.floor_fwd_bwd_of_copy:.0f}%"]
+        if r.chunked is not None:
+            cells.append(_ms(r.chunked, "fwd_bwd_ms"))
+        print(" | ".join(cells))
+    if not have_mamba:
+        print("mamba_ssm: not available, no side-by-side columns (the reason is above; "
+              "benchmarks/README.md says how to build it)")
 
 
-def sweep(copy_gbs: float, args) -> None:
-    """Time each launch configuration on the largest shape (no `chunked`)."""
-    dim, L = (QUICK_SHAPES if args.quick else FULL_SHAPES)[-1]
-    args.no_chunked = True
-    print(f"\nsweep at d_inner={dim} L={L}")
+def sweep(copy_gbs: float, args, mamba_fn: Callable | None) -> None:
+    """Time each triton launch configuration on one shape (the largest, or --quick's)."""
+    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    batch, dim, L = max(shapes, key=lambda s: s[0] * s[1] * s[2])
+    print(f"\nsweep at batch {batch}, d_inner {dim}, L {L} (layout bld)")
     for config in SWEEP:
-        r = bench_shape(dim, L, copy_gbs, args, config)
-        print(f"{config}: fwd {r.fwd_ms:.3f} ms, fwd+bwd {r.fwd_bwd_ms:.3f} ms "
-              f"({100 * r.fwd_bwd_of_copy:.0f}% of copy), peak {r.peak_mib:.0f} MiB")
+        r = bench_shape(batch, dim, L, copy_gbs, args, config, None)
+        print(f"{config}: fwd {r.triton_bld.fwd_ms:.3f} ms, fwd+bwd "
+              f"{r.triton_bld.fwd_bwd_ms:.3f} ms, peak {r.triton_bld.peak_mib:.0f} MiB")
+    if mamba_fn:
+        x, dout = make_inputs(batch, dim, N_STATE, L)
+        m = timing(mamba_fn, leaves(x), dout, args)
+        print(f"mamba_ssm: fwd {m.fwd_ms:.3f} ms, fwd+bwd {m.fwd_bwd_ms:.3f} ms, "
+              f"peak {m.peak_mib:.0f} MiB")
+
+
+def mamba_or_none() -> Callable | None:
+    try:
+        return load_selective_scan_fn()
+    except UserError as exc:
+        print(f"mamba_ssm not available: {exc}", file=sys.stderr)
+        return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="one small shape, few repetitions")
+    p.add_argument("--quick", action="store_true", help="one shape, few repetitions")
     p.add_argument("--sweep", action="store_true", help="compare triton launch configurations")
-    p.add_argument("--no-chunked", action="store_true", help="skip the chunked baseline")
+    p.add_argument("--chunked", action="store_true", help="also time the chunked backend")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--chunked-reps", type=int, default=3)
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
@@ -209,18 +275,20 @@ def main(argv: list[str] | None = None) -> int:
               "the interpreter tests in tests/test_scan_triton.py cover correctness on CPU",
               file=sys.stderr)
         return 2
+    mamba_fn = mamba_or_none()
     copy_gbs = copy_bandwidth_gbs(gib=0.5 if args.quick else 2.0)
     torch.cuda.empty_cache()  # return the copy buffers before measuring peaks
     if args.sweep:
-        sweep(copy_gbs, args)
+        sweep(copy_gbs, args, mamba_fn)
         return 0
-    rows = [bench_shape(d, L, copy_gbs, args, ScanConfig())
-            for d, L in (QUICK_SHAPES if args.quick else FULL_SHAPES)]
-    print_table(rows, copy_gbs)
+    rows = [bench_shape(b, d, L, copy_gbs, args, ScanConfig(), mamba_fn)
+            for b, d, L in (QUICK_SHAPES if args.quick else FULL_SHAPES)]
+    print_table(rows, copy_gbs, mamba_fn is not None)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs,
-                       "rows": [asdict(r) for r in rows]}, f, indent=1)
+                       "mamba_ssm": mamba_fn is not None, "rows": [asdict(r) for r in rows]},
+                      f, indent=1)
     return 0
 
 

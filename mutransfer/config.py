@@ -25,7 +25,7 @@ class ModelConfig(StrictModel):
     dt_min: float = Field(0.001, gt=0)
     dt_max: float = Field(0.1, gt=0)
     dt_init_floor: float = Field(1e-4, gt=0)
-    scan_backend: Literal["auto", "reference", "chunked", "triton"] = "auto"
+    scan_backend: Literal["auto", "reference", "chunked", "triton", "mamba_ssm"] = "auto"
     dt_init: DtInit = DtInit()
     zero_real_fraction: float = Field(0.0, ge=0, le=1)
     keep_nonpositive: bool = False  # clamp Re(A) <= 0 during training

@@ -32,9 +32,10 @@ if not HAS_CUDA and not triton_scan.kernels_interpreted(_kernels):
 
 ALL = dict(D=True, z=True, delta_bias=True, delta_softplus=True)
 NONE = dict(D=False, z=False, delta_bias=False, delta_softplus=False)
-# chunk 16 with L = 37: three chunks, the last one partial; fwd and bwd block sizes differ
+# L = 37: three forward chunks of 16 and five backward chunks of 8 (the last ones partial),
+# checkpoint intervals of 16 steps; the forward's channel blocks are smaller than dim
 SMALL = dict(batch=2, dim=5, n=3, L=37)
-SMALL_CFG = ScanConfig(chunk=16, fwd_block_d=8, bwd_block_d=4)
+SMALL_CFG = ScanConfig(chunk=16, bwd_chunk=8, ckpt_steps=16, fwd_block_d=4, bwd_block_d=32)
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
@@ -55,18 +56,46 @@ def _vector_scan(self, inputs):
             for o, dt in zip(out, dtypes)]
 
 
+def _vector_reduce(self, inputs):
+    """Triton's interpreter reduce with a combine function (a left fold along the axis, as
+    `tl.flip` uses for its swaps), vectorised over the other axes."""
+    original_axis, ndim = self.axis, inputs[0].handle.data.ndim
+    inputs, axis = self.unravel(inputs, self.axis)
+    dtypes = [x.dtype for x in inputs]
+    data = [np.moveaxis(x.handle.data, axis, 0) for x in inputs]
+    acc = [d[0].copy() for d in data]
+    for i in range(1, data[0].shape[0]):
+        ret = self.combine_fn.fn(*(self.to_tensor(a, dt) for a, dt in zip(acc, dtypes)),
+                                 *(self.to_tensor(d[i], dt) for d, dt in zip(data, dtypes)))
+        acc = [np.reshape(r.handle.data, np.shape(a)).astype(a.dtype)
+               for a, r in zip(acc, ret if isinstance(ret, tuple) else (ret,))]
+    out = []
+    for a, dt in zip(acc, dtypes):
+        if self.keep_dims:
+            a = np.expand_dims(a, axis) if original_axis is not None else a.reshape([1] * ndim)
+        elif original_axis is None:
+            a = a.item()
+        out.append(self.to_tensor(a, dt))
+    return out
+
+
 @pytest.fixture
 def fast_scan(monkeypatch):
-    """The interpreter runs a scan one element per Python call; fold whole slices instead
-    (same order of operations, ~3x faster tests). `test_interpreter_own_scan` runs without."""
+    """The interpreter runs a scan or a reduce with a combine function one element per
+    Python call; fold whole slices instead (same order of operations, several times faster
+    tests). `test_interpreter_own_scan` runs without."""
     interp = sys.modules.get("triton.runtime.interpreter")
     if not HAS_CUDA and interp is not None and hasattr(interp, "ScanOps"):
         monkeypatch.setattr(interp.ScanOps, "generic_scan", _vector_scan)
+        monkeypatch.setattr(interp.ReduceOps, "generic_reduce", _vector_reduce)
 
 
 def make_inputs(batch, dim, n, L, dtype=torch.float32, seed=0, D=True, z=True,
-                delta_bias=True, delta_softplus=True):
-    """Random leaves (never zeros) shaped as selective_scan_ref; Δ positive without softplus."""
+                delta_bias=True, delta_softplus=True, channels_last=False):
+    """Random leaves (never zeros) shaped as selective_scan_ref; Δ positive without softplus.
+
+    channels_last: u, Δ, z, B, C and dout are transposed views of (batch, L, ·) buffers, as
+    Mamba's projections make them, z the second half of a (batch, L, 2 dim) one."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape, scale=1.0, shift=0.0):
@@ -80,11 +109,22 @@ def make_inputs(batch, dim, n, L, dtype=torch.float32, seed=0, D=True, z=True,
              D=rnd(dim) if D else None, z=rnd(batch, dim, L) if z else None,
              delta_bias=rnd(dim, scale=0.3) if delta_bias else None)
     low = {"u", "delta", "B", "C", "z"}  # the activations come in the input dtype
-    x = {k: None if v is None else
-         (v.to(dtype) if k in low else v).to(DEVICE).requires_grad_()
+    x = {k: None if v is None else (v.to(dtype) if k in low else v).to(DEVICE)
          for k, v in x.items()}
     dout = rnd(batch, dim, L).to(DEVICE, dtype)
+    if channels_last:
+        x.update({k: _time_major_view(x[k]) for k in ("u", "delta", "B", "C")})
+        if z:
+            x["z"] = torch.cat([torch.zeros_like(x["z"]), x["z"]], 1).transpose(1, 2) \
+                .contiguous()[..., dim:].transpose(1, 2)
+        dout = _time_major_view(dout)
+    x = {k: None if v is None else v.requires_grad_() for k, v in x.items()}
     return x, dict(delta_softplus=delta_softplus), dout
+
+
+def _time_major_view(t):
+    """The same values as a (batch, ·, L) view of a contiguous (batch, L, ·) tensor."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
 
 
 def run(fn, x, opts, dout, **kwargs):
@@ -100,8 +140,10 @@ def rel_err(a, b):
     return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
 
 
-def assert_matches_reference(shape, options, dtype=torch.float32, config=SMALL_CFG, seed=0):
-    x, opts, dout = make_inputs(**shape, dtype=dtype, seed=seed, **options)
+def assert_matches_reference(shape, options, dtype=torch.float32, config=SMALL_CFG, seed=0,
+                             channels_last=False):
+    x, opts, dout = make_inputs(**shape, dtype=dtype, seed=seed, channels_last=channels_last,
+                                **options)
     out, grads = run(selective_scan_triton, x, opts, dout, config=config)
     ref_out, ref_grads = run(selective_scan_reference, x, opts, dout)
     assert out.dtype == dtype and out.shape == ref_out.shape
@@ -111,6 +153,7 @@ def assert_matches_reference(shape, options, dtype=torch.float32, config=SMALL_C
         errors[name] = rel_err(grads[name], ref)
     worst = max(errors, key=errors.get)
     assert errors[worst] < TOL[dtype], f"{worst}: {errors}"
+    return x, out, grads
 
 
 @pytest.mark.parametrize("options", [
@@ -126,26 +169,80 @@ def test_bfloat16_inputs_match_reference(fast_scan):
     assert_matches_reference(SMALL, ALL, dtype=torch.bfloat16, seed=1)
 
 
-def test_more_channels_and_states_than_one_block(fast_scan):
-    """dim 12 over blocks of 8, n = 6 padded to 8, L = 70 over chunks of 32."""
-    config = ScanConfig(chunk=32, fwd_block_d=8, bwd_block_d=8)
-    assert_matches_reference(dict(batch=2, dim=12, n=6, L=70), ALL, config=config, seed=2)
+def test_more_channels_than_one_block(fast_scan):
+    """dim 40: two backward programs of 32 channels, forward blocks of 64 channels over one
+    warp (two per thread); L = 40 over chunks of 16."""
+    config = ScanConfig(chunk=16, bwd_chunk=16, ckpt_steps=32, fwd_block_d=64, bwd_block_d=32)
+    assert_matches_reference(dict(batch=1, dim=40, n=2, L=40), ALL, config=config, seed=2)
 
 
 def test_sequence_shorter_than_one_chunk(fast_scan):
     assert_matches_reference(dict(batch=1, dim=3, n=4, L=11), ALL,
-                             config=ScanConfig(chunk=16, fwd_block_d=4, bwd_block_d=4))
+                             config=ScanConfig(chunk=16, fwd_block_d=4))
 
 
-def test_reverse_scan_by_flip_matches_reference(fast_scan):
-    config = ScanConfig(chunk=8, fwd_block_d=4, bwd_block_d=4, reverse_by_flip=True)
-    assert_matches_reference(dict(batch=1, dim=3, n=2, L=19), ALL, config=config, seed=3)
+def test_time_segments_in_parallel_match_reference(fast_scan):
+    """Forward in 3 segments, backward in 2, over 5 checkpoint intervals (the last partial):
+    segment starts and adjoint carries composed across segments; one step per backward
+    chunk (the lane sums of a single step)."""
+    config = ScanConfig(chunk=4, bwd_chunk=1, ckpt_steps=8, fwd_block_d=4,
+                        fwd_segments=3, bwd_segments=2)
+    assert_matches_reference(dict(batch=2, dim=3, n=2, L=37), ALL, config=config, seed=3)
 
 
 def test_interpreter_own_scan():
     """Triton's own interpreter scan (no `fast_scan`) gives the same answers."""
-    config = ScanConfig(chunk=8, fwd_block_d=4, bwd_block_d=4)
+    config = ScanConfig(chunk=8, bwd_chunk=4, ckpt_steps=8, fwd_block_d=4)
     assert_matches_reference(dict(batch=1, dim=3, n=2, L=19), ALL, config=config, seed=4)
+
+
+def test_reads_and_writes_the_projections_layout_in_place(fast_scan):
+    """(batch, L, ·) buffers passed as transposed views: no copy of u, Δ or z is saved, and
+    out and every gradient of them come back in the same dimension order."""
+    x, out, grads = assert_matches_reference(SMALL, ALL, channels_last=True, seed=5)
+    assert out.transpose(1, 2).is_contiguous()
+    for name in ("u", "delta", "z"):
+        assert not x[name].is_contiguous()
+        assert grads[name].transpose(1, 2).is_contiguous(), name
+    out = selective_scan_triton(x["u"], x["delta"], x["A"], x["B"], x["C"], D=x["D"], z=x["z"],
+                                delta_bias=x["delta_bias"], delta_softplus=True,
+                                config=SMALL_CFG)
+    saved = {t.data_ptr() for t in out.grad_fn.saved_tensors}
+    assert {x[name].data_ptr() for name in ("u", "delta", "z")} <= saved
+
+
+def test_the_model_as_built_trains_the_same_with_triton_as_with_the_reference(fast_scan,
+                                                                           monkeypatch):
+    """The user's path on CUDA: build_model with scan_backend triton (Mamba's (batch, L, ·)
+    views into the kernels) and the triton causal conv, forward and every parameter's
+    gradient against the reference backend and PyTorch's conv1d."""
+    from mutransfer.config import TrialConfig
+    from mutransfer.models.build import build_model
+    from mutransfer.ops import causal_conv
+    from tests.conftest import BYTES
+
+    real_use_triton = causal_conv.use_triton
+
+    def model(backend):
+        cfg = TrialConfig(width=16, model={"base_width": 16, "n_layer": 1, "d_state": 4,
+                                           "scan_backend": backend})
+        torch.manual_seed(0)
+        return build_model(cfg, BYTES).to(DEVICE)
+
+    ids = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    grads = {}
+    for backend in ("triton", "reference"):
+        # the triton conv for the triton run (on the CPU: interpreted), torch's for the other
+        monkeypatch.setattr(causal_conv, "use_triton",
+                            (lambda x: True) if backend == "triton" else real_use_triton)
+        m = model(backend)
+        logits = m(ids)
+        logits.square().mean().backward()
+        grads[backend] = (logits, {n: p.grad for n, p in m.named_parameters()})
+    (out, g), (ref_out, ref_g) = grads["triton"], grads["reference"]
+    assert rel_err(out, ref_out) < 1e-5
+    for name, ref in ref_g.items():
+        assert rel_err(g[name], ref) < 1e-4, name
 
 
 def test_dispatcher_runs_the_triton_backend(fast_scan):
@@ -169,8 +266,9 @@ def test_return_states_gives_every_state(fast_scan):
     assert rel_err(out, ref_out) < 1e-5 and rel_err(states, ref_states) < 1e-5
 
 
-def test_saves_chunk_checkpoints_not_every_state(fast_scan):
-    """Beyond its inputs, autograd keeps one float32 state per chunk: (b, d, ceil(L/c), n)."""
+def test_saves_interval_checkpoints_not_every_state(fast_scan):
+    """Beyond its inputs, autograd keeps one float32 state per checkpoint interval but the
+    last, (b, ceil(L/interval) - 1, n, d), and B, C as float32 padded to whole chunks."""
     x, opts, _ = make_inputs(**SMALL, **ALL)
     saved = []
 
@@ -182,10 +280,29 @@ def test_saves_chunk_checkpoints_not_every_state(fast_scan):
         selective_scan_triton(x["u"], x["delta"], x["A"], x["B"], x["C"], D=x["D"], z=x["z"],
                               delta_bias=x["delta_bias"], **opts, config=SMALL_CFG)
     input_ptrs = {v.data_ptr() for v in x.values()}
-    extra = sum(t.numel() for t in saved if t.data_ptr() not in input_ptrs)
     b, d, n, L = SMALL["batch"], SMALL["dim"], SMALL["n"], SMALL["L"]
-    assert extra == b * d * -(-L // SMALL_CFG.chunk) * n
-    assert extra < b * d * n * L / 4
+    extra = {tuple(t.shape) for t in saved if t.data_ptr() not in input_ptrs and t.dim() > 2}
+    L_pad = 48  # whole forward chunks of 16
+    assert extra == {(b, -(-L // SMALL_CFG.ckpt_steps) - 1, n, d), (b, n, L_pad)}
+
+
+def test_segments_cover_whole_intervals_and_fill_the_gpu():
+    """The automatic split: enough programs, whole checkpoint intervals per segment, and the
+    per-segment buffers capped at half an activation."""
+    config = ScanConfig()
+    p = triton_scan.plan(batch=8, dim=1536, n=16, L=4096, act_bytes=2, config=config)
+    for walk, block in ((p.fwd, config.fwd_block_d), (p.bwd, config.bwd_block_d)):
+        assert walk.seg_chunks % walk.ckpt_chunks == 0
+        assert walk.count * walk.seg_chunks >= walk.n_chunks > (walk.count - 1) * walk.seg_chunks
+        assert walk.count * 8 * 1536 // block >= config.target_programs
+    short = triton_scan.plan(batch=8, dim=1536, n=16, L=1024, act_bytes=2, config=config)
+    # backward: ckpt_steps / bwd_chunk + 3 float32 states per channel and segment
+    assert short.bwd.count * (4 + 3) * 16 * 4 <= 2 * 1024 / 2
+    single = triton_scan.plan(batch=64, dim=4096, n=16, L=1024, act_bytes=2, config=config)
+    assert single.fwd.count == single.bwd.count == 1
+    forced = ScanConfig(fwd_segments=3, bwd_segments=100)
+    p = triton_scan.plan(batch=1, dim=32, n=4, L=1000, act_bytes=2, config=forced)
+    assert p.fwd.count == 3 and p.bwd.count == -(-1000 // forced.ckpt_steps)
 
 
 def test_compiled_kernels_need_cuda_tensors():
@@ -210,9 +327,16 @@ def test_mismatched_shapes_are_rejected():
         selective_scan_triton(x["u"], x["delta"], x["A"], x["B"], x["C"], D=x["A"][0])
 
 
-def test_config_sizes_must_be_powers_of_two():
-    with pytest.raises(ValueError, match="chunk"):
-        ScanConfig(chunk=48)
+@pytest.mark.parametrize("bad,match", [
+    (dict(chunk=48), "chunk must be a power of two"),
+    (dict(bwd_chunk=64), "bwd_chunk must be at most 32"),
+    (dict(chunk=16, ckpt_steps=8), "ckpt_steps"),
+    (dict(bwd_block_d=16), "bwd_block_d must be a multiple of 32"),
+    (dict(fwd_segments=0), "fwd_segments must be at least 1"),
+])
+def test_config_sizes_are_checked(bad, match):
+    with pytest.raises(ValueError, match=match):
+        ScanConfig(**bad)
 
 
 def _has_nvidia_backend() -> bool:
@@ -224,16 +348,27 @@ def _has_nvidia_backend() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_nvidia_backend(), reason="triton build without the CUDA backend")
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
-def test_kernels_compile_for_hopper(dtype):
-    """What the interpreter cannot check: the compiler accepts both kernels for sm_90 (no GPU
-    needed; a fresh process, since this one builds interpreted kernels)."""
+def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype):
+    """What the interpreter cannot check: the compiler accepts every kernel for sm_90 (no GPU
+    needed; a fresh process, since this one builds interpreted kernels), and at the default
+    launch sizes none uses shared memory and none spills inside its loop over state indices
+    (the design's point; the backward spills a few values per chunk outside it)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-m", "mutransfer.ops.triton_compile_check", "--arch", "90",
          "--dtype", dtype], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "scan_fwd_kernel: sm_90 cubin" in done.stdout
-    assert "scan_bwd_kernel: sm_90 cubin" in done.stdout
+    lines = done.stdout.splitlines()
+    heads = [i for i, ln in enumerate(lines) if ": sm_90 cubin" in ln]
+    assert [lines[i].split(":")[0] for i in heads] == [
+        "scan_fwd_kernel", "scan_fwd_kernel[ENDS_ONLY]", "scan_bwd_carry_kernel",
+        "scan_bwd_kernel", "conv_silu_fwd_kernel", "conv_silu_bwd_pre_kernel",
+        "conv_bwd_dx_kernel"]
+    for i in heads[:4]:
+        assert lines[i].endswith("shared bytes 0"), lines[i]
+        state_loop = lines[i + 1]
+        assert "state loop, per element" in state_loop and "exp2 1.00" in state_loop
+        assert "local" not in state_loop and "shared" not in state_loop, state_loop
 
 
 FULL = dict(batch=2, dim=1536, n=16, L=1000)
@@ -243,9 +378,18 @@ FULL = dict(batch=2, dim=1536, n=16, L=1000)
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("options", [ALL, NONE], ids=["all", "none"])
-@pytest.mark.parametrize("reverse_by_flip", [False, True], ids=["reverse", "flip"])
-def test_full_shapes_on_gpu(dtype, options, reverse_by_flip, monkeypatch):
-    """Default launch sizes; L = 1000 is not a multiple of the chunk."""
+@pytest.mark.parametrize("channels_last", [False, True], ids=["bdl", "bld"])
+def test_full_shapes_on_gpu(dtype, options, channels_last, monkeypatch):
+    """Default launch sizes; L = 1000 is not a multiple of a chunk or interval."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # true fp32 reference
-    config = ScanConfig(reverse_by_flip=reverse_by_flip)
-    assert_matches_reference(FULL, options, dtype=dtype, config=config, seed=5)
+    assert_matches_reference(FULL, options, dtype=dtype, config=ScanConfig(), seed=5,
+                             channels_last=channels_last)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_segments_on_gpu(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    config = ScanConfig(fwd_segments=4, bwd_segments=5)
+    assert_matches_reference(dict(batch=2, dim=256, n=16, L=1000), ALL, config=config,
+                             seed=6, channels_last=True)

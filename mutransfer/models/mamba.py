@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 from mutransfer.ops import selective_scan
+from mutransfer.ops.causal_conv import causal_conv1d_silu
 
 
 def dt_rank_for(d_model: int) -> int:
@@ -97,29 +98,32 @@ class MambaMixer(nn.Module):
         return A * (1.0 - self.A_zero)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """h: (batch, L, d_model) -> (batch, L, d_model)."""
-        L = h.shape[1]
+        """h: (batch, L, d_model) -> (batch, L, d_model).
+
+        Every activation stays in the (batch, L, channels) layout the projections produce;
+        the scan gets (batch, channels, L) views of those buffers (the triton backend reads
+        them in place, the CPU backends copy what they need) and returns y as a view of a
+        (batch, L, d_inner) buffer, which out_proj reads as is. The causal conv + SiLU reads
+        the x half of in_proj's output in place and writes (batch, L, d_inner): on CUDA by
+        triton kernels, elsewhere by PyTorch's conv1d and one copy (ops/causal_conv.py).
+        """
         p = f"layer{self.layer_idx}."
         xz = self.in_proj(h)
         record(p + "in_proj", xz)
-        x, z = xz.transpose(1, 2).chunk(2, dim=1)  # (b, d_inner, L) each
-        x = F.silu(self.conv1d(x)[..., :L])
-        record(p + "conv", x)
-        xt = x.transpose(1, 2)
-        dt = self.dt_proj.project(self.x_proj_dt(xt))  # bias added inside the scan
-        # B and C as transposed views: every backend copies or reads strided input itself.
-        # Δ stays a contiguous copy: strided, the Δ bias and softplus keep its layout and
-        # the gradients into dt_proj/x_proj_dt come out of differently ordered sums.
-        Bm = self.x_proj_B(xt).transpose(1, 2)
-        Cm = self.x_proj_C(xt).transpose(1, 2)
-        dt = dt.transpose(1, 2).contiguous()
+        x, z = xz.split(self.d_inner, dim=-1)  # (b, L, d_inner) views
+        x = causal_conv1d_silu(x, self.conv1d.weight, self.conv1d.bias)  # contiguous (b, L, d)
+        record(p + "conv", x.transpose(1, 2))
+        dt = self.dt_proj.project(self.x_proj_dt(x))  # bias added inside the scan
+        Bm, Cm = self.x_proj_B(x), self.x_proj_C(x)
+        u, dt, Bm, Cm, z = (t.transpose(1, 2) for t in (x, dt, Bm, Cm, z))  # (b, ·, L) views
         if active():
-            y = self._traced_scan(x, dt, Bm, Cm, z, p)
+            y = self._traced_scan(u, dt, Bm, Cm, z, p)
         else:
-            y = selective_scan(x, dt, self.A(), Bm, Cm, D=self.D.float(), z=z,
+            y = selective_scan(u, dt, self.A(), Bm, Cm, D=self.D.float(), z=z,
                                delta_bias=self.dt_proj.bias.float(), delta_softplus=True,
                                backend=self.scan_backend)
         return self.out_proj(y.transpose(1, 2))
+
 
     def _traced_scan(self, x, dt, Bm, Cm, z, p: str) -> torch.Tensor:
         """The same scan with every intermediate recorded (gate applied here, not fused)."""

@@ -17,6 +17,8 @@ BACKENDS: dict[str, str] = {
     "reference": "mutransfer.ops.reference:selective_scan_reference",
     "chunked": "mutransfer.ops.chunked:selective_scan_chunked",
     "triton": "mutransfer.ops.triton_scan:selective_scan_triton",
+    # optional: state-spaces/mamba's CUDA kernels (the 'mamba' extra; benchmarks/README.md)
+    "mamba_ssm": "mutransfer.ops.mamba_ssm_scan:selective_scan_mamba_ssm",
 }
 
 
@@ -28,7 +30,7 @@ def _load(backend: str):
 
 
 def default_backend(device: torch.device | str) -> str:
-    """`triton` on CUDA when it imports, else `chunked`."""
+    """`triton` on CUDA when it imports, else `chunked` (never the optional `mamba_ssm`)."""
     if torch.device(device).type == "cuda":
         try:
             import triton  # noqa: F401
