@@ -70,12 +70,13 @@ def test_a_finished_trial_has_one_trial_row_and_its_steps_once(tmp_path):
     assert set(store.scan().complete) == {"aaaa", "bbbb"}
 
 
-def test_steps_are_on_disk_while_a_trial_runs(tmp_path):
+def test_steps_are_on_disk_while_a_trial_runs_outside_the_steps_table(tmp_path):
     store = Store(tmp_path)
     attempt = store.start_attempt("aaaa")
     attempt.write_step(report(0))
     attempt.write_step(report(5))
-    assert len(files(tmp_path / "steps")) == 2
+    assert len(files(tmp_path / "running")) == 2
+    assert files(tmp_path / "steps") == []  # steps/ holds finished attempts only
     assert len(read_tables(tmp_path, include_running=True).steps) == 2
     assert len(read_tables(tmp_path).steps) == 0  # not finished: not part of the results
     assert "aaaa" not in store.scan().complete
@@ -136,8 +137,11 @@ def test_a_truncated_part_is_set_aside_and_its_trial_runs_again(tmp_path):
     assert dry.corrupt == [str(part)] and part.exists()  # a dry scan changes nothing
     state = store.scan(repair=True)
     assert set(state.complete) == {"aaaa"}
-    assert state.set_aside == [str(part) + ".corrupt"]
-    assert files(tmp_path / "trials") == ["part-aaaa.parquet", "part-bbbb.parquet.corrupt"]
+    quarantined = tmp_path / "quarantine" / "trials" / "part-bbbb.parquet"
+    assert state.set_aside[0] == str(quarantined) and quarantined.exists()
+    attempt = read_tables(tmp_path).trials["attempt"][0]
+    assert files(tmp_path / "steps") == [f"part-aaaa-{attempt}.parquet"]  # bbbb's went too
+    assert files(tmp_path / "trials") == ["part-aaaa.parquet"]  # moved out of the table
     run_trial(store, "bbbb")
     assert set(store.scan().complete) == {"aaaa", "bbbb"}
 
@@ -149,7 +153,8 @@ def test_a_trial_whose_steps_are_lost_is_incomplete(tmp_path):
         os.remove(tmp_path / "steps" / name)
     state = store.scan(repair=True)
     assert not state.complete
-    assert files(tmp_path / "trials") == ["part-aaaa.parquet.corrupt"]
+    assert files(tmp_path / "trials") == []
+    assert files(tmp_path / "quarantine" / "trials") == ["part-aaaa.parquet"]
 
 
 def test_write_is_atomic_a_failed_write_leaves_the_old_part(tmp_path, monkeypatch):

@@ -40,13 +40,13 @@ class TuneProgress(Callback):
         self.progress.message(f"trial {_describe(trial, self.units)} failed for good after "
                               f"{trial.num_failures} attempt(s): {reason}")
         try:
-            self.store.write_failure(self._failure_row(trial, reason))
+            payload = payload_for(trial.config, self.units)
+            self.store.write_failure(self._failure_row(payload, reason), payload.get("axes"))
         except Exception as exc:  # the store may be what failed; the message above stands
             self.progress.message(f"  (could not record the failure in {self.store.location}: "
                                   f"{exc})")
 
-    def _failure_row(self, trial: Any, reason: str) -> dict[str, Any]:
-        payload = payload_for(trial.config, self.units)
+    def _failure_row(self, payload: dict[str, Any], reason: str) -> dict[str, Any]:
         outcome = {"diverged": False, "diverge_step": None}
         return {**base_row(payload, self.sweep, outcome), "attempt": "", "evals": 0,
                 "error": reason}

@@ -29,7 +29,8 @@ def payload_for(tune_config: dict[str, Any], units: dict[str, dict[str, Any]]) -
     config = json.loads(json.dumps(group["config"]))
     config["train"]["lr"] = lr
     return {"trial_id": trial_id(_validated(config)), "config": config,
-            "columns": {**group["columns"], "lr": lr}, "search": group["search"]}
+            "columns": {**group["columns"], "lr": lr}, "search": group["search"],
+            "axes": group.get("axes")}
 
 
 def _validated(config: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[s
     config = TrialConfig.model_validate(payload["config"])
     result = run_trial(config, report=attempt.write_step)
     row = trial_row(payload, result, sweep)
-    written = attempt.finish(row)
+    written = attempt.finish(row, payload.get("axes"))
     return metrics_of(row, skipped=not written)
 
 
