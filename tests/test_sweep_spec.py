@@ -96,10 +96,11 @@ def test_missing_data_files_stop_the_sweep_before_anything_is_written(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "data" in err and "nowhere" in err
     assert not storage.exists()
-    # the file itself is valid: validate says so, and notes the data is not here
-    assert main(["validate", str(path)]) == 0
-    assert "note:" in capsys.readouterr().out
-    assert main(["validate", "--data", str(path)]) == 2
+    # validate refuses it the same way; --no-data checks the file alone (data on a cluster)
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == err
+    assert main(["validate", "--no-data", str(path)]) == 0
+    assert "(data not checked)" in capsys.readouterr().out
 
 
 def test_relative_storage_with_a_cluster_address_is_refused(tmp_path, capsys):
