@@ -33,6 +33,9 @@ from mutransfer.errors import UserError
 
 LEASE = "driver.lease"
 HEARTBEAT_S = 10.0
+# every second at first: the processes a driver starts (its local Ray, which comes up after
+# the lease is taken) are on record within a second of starting
+EARLY_BEATS = 60
 STALE_S = 60.0
 SETTLE_S = 1.0
 
@@ -172,7 +175,9 @@ class Lease:
         self.store.write_text(LEASE, json.dumps(asdict(self.holder), indent=1) + "\n")
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
+        beats = 0
+        while not self._stop.wait(1.0 if beats < EARLY_BEATS else HEARTBEAT_S):
+            beats += 1
             try:
                 current = self.current()
                 if current is not None and current.token != self.holder.token:
