@@ -241,3 +241,13 @@ def test_trial_id_changes_with_anything_that_changes_the_config():
 def test_repeated_values_are_one_trial():
     plan = plan_of(sweep({"lr": [0.01, 0.01, 1e-2]}))
     assert len(plan.cells) == 1 and math.isclose(plan.cells[0].columns["lr"], 0.01)
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[1].glob("sweeps/*.yaml")),
+                         ids=lambda p: p.name)
+def test_the_cell_count_from_the_axes_alone_is_the_number_of_cells(path):
+    """What --max-cells is checked against (counted without building a cell) is what runs."""
+    from mutransfer.sweep.size import count_trials
+    from mutransfer.sweep.spec import load_spec
+
+    assert count_trials(load_spec(path)) == load_plan(path).n_trials

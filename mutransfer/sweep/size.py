@@ -14,7 +14,7 @@ from mutransfer.errors import UserError
 from mutransfer.sweep.axes import Axis, parse_axes
 from mutransfer.sweep.spec import SweepSpec
 
-MAX_CELLS = 10_000  # the default limit: far above the shipped sweeps (the largest has 360)
+MAX_CELLS = 10_000  # the default limit: far above the shipped sweeps (the largest has 555)
 
 
 def count_trials(spec: SweepSpec) -> int:
