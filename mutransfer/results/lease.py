@@ -5,7 +5,8 @@ heartbeat it rewrites every HEARTBEAT_S seconds. A second driver finds it and re
 line. The lease needs nothing but writing, reading and deleting a small file, so it works the
 same on a shared filesystem and on object storage (s3://, gs://). Taking it: write our lease,
 wait SETTLE_S, read it back; of drivers that start at the same moment, the last writer wins
-and the others read its token and refuse.
+and the others read its token and refuse (a driver's read and its write are a few
+milliseconds apart, far less than SETTLE_S).
 
 A holder killed with SIGKILL leaves its lease behind. It is stale, and taken over, when its
 holder is gone: on the same host (hostname and boot) when its process no longer exists, from
@@ -37,7 +38,10 @@ HEARTBEAT_S = 10.0
 # the lease is taken) are on record within a second of starting
 EARLY_BEATS = 60
 STALE_S = 60.0
-SETTLE_S = 1.0
+# Between writing our lease and reading it back: longer than any other driver's read-then-write
+# of the same file can take. A local or NFS path (close-to-open consistency) needs little;
+# object storage a little more.
+SETTLE_S = {"local": 0.2, "remote": 2.0}
 
 
 @dataclass
@@ -134,9 +138,12 @@ class Lease:
         return read_holder(self.store)
 
     # -- taking and giving back ------------------------------------------------------------
-    def acquire(self, settle_s: float = SETTLE_S) -> list[int]:
+    def acquire(self, settle_s: float | None = None) -> list[int]:
         """Take the lease or raise a UserError naming its holder. Returns the pids of a dead
         holder's leftover processes that were ended."""
+        if settle_s is None:
+            local = type(self.store.fs).__name__ == "LocalFileSystem"
+            settle_s = SETTLE_S["local" if local else "remote"]
         ended = []
         other = self.current()
         if other is not None and other.token != self.holder.token:
