@@ -121,9 +121,9 @@ def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store, created: bool)
     if outcome.unfinished:
         # a partial grid would give a partial analysis: it waits for the complete run
         left = plan_work(plan, store.scan(repair=False)).n_trials
-        print(f"interrupted: {plan.n_trials - left} of {plan.n_trials} done "
-              f"({outcome.failed} failed for good this run); run the sweep again to resume",
-              file=out)
+        failed = f", {outcome.failed} failed for good" if outcome.failed else ""
+        print(f"interrupted: {plan.n_trials - left} of {plan.n_trials} done{failed}; run the "
+              f"sweep again to resume (the analysis waits for a complete run)", file=out)
         return 130
     print(f"ran {outcome.to_run} trials in {fmt_duration(outcome.elapsed_s)}: "
           f"{outcome.complete} complete, {outcome.diverged} diverged, {outcome.failed} "
