@@ -129,7 +129,7 @@ class Lease:
                              pid=os.getpid(), pid_start=_proc_start(os.getpid()),
                              command=command or " ".join(["mutransfer", *sys.argv[1:]]),
                              started=now, heartbeat=now)
-        self.lost: Holder | None = None  # who took the lease from us, if anyone did
+        self.lost: Holder | None = None  # who took the lease from us (ours: it was removed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -187,8 +187,10 @@ class Lease:
             beats += 1
             try:
                 current = self.current()
-                if current is not None and current.token != self.holder.token:
-                    self.lost = current  # someone removed ours and took it: never overwrite
+                if current is None or current.token != self.holder.token:
+                    # removed (and maybe taken) by someone else, or the store was deleted:
+                    # never overwrite another's lease, never recreate a removed folder
+                    self.lost = current or self.holder
                     return
                 self._write()
             except OSError:  # storage briefly unreachable: try again at the next beat

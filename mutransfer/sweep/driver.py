@@ -92,12 +92,19 @@ def run_sweep(args: SweepArgs) -> int:
         if ended:
             print(f"ended {len(ended)} processes a killed driver of this store had left "
                   f"running", file=args.out)
-        return _run_holding_lease(args, plan, store, created)
+        return _run_holding_lease(args, plan, store)
+    except UserError:
+        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
+        # a results folder this run created holds nothing yet, so it goes again
+        lease.release()  # first: its heartbeat must not write into a folder being removed
+        if created:
+            store.delete_if_no_results()
+        raise
     finally:
         lease.release()
 
 
-def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store, created: bool) -> int:
+def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store) -> int:
     out = args.out
     state = store.scan(repair=True)
     for path in state.set_aside:
@@ -109,15 +116,8 @@ def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store, created: bool)
         print("0 trials to run: every cell is complete", file=out)
         print_summary(store, out, analysis=args.analysis)
         return 0
-    try:
-        outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
-                                                        args.num_gpus, out))
-    except UserError:
-        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
-        # a results folder this run created holds nothing yet, so it goes again
-        if created:
-            store.delete_if_no_results()
-        raise
+    outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
+                                                    args.num_gpus, out))
     if outcome.unfinished:
         # a partial grid would give a partial analysis: it waits for the complete run
         left = plan_work(plan, store.scan(repair=False)).n_trials
