@@ -199,3 +199,36 @@ def test_parts_written_without_attempts_still_read(tmp_path):
     tables = read_tables(tmp_path)
     assert tables.steps["step"].tolist() == [0, 5]
     assert "old1" in Store(tmp_path).scan().complete
+
+
+def test_a_late_attempt_whose_steps_a_new_attempt_removed_does_not_count(tmp_path, monkeypatch):
+    """A worker of a killed driver finishes late: its steps part lands, the next driver's
+    attempt of the trial starts and removes it, then its trial part lands. That part names
+    steps that are gone: it does not make the trial complete, and the new attempt, when it
+    finishes, stores its own steps and row instead of throwing them away."""
+    from mutransfer.results import store as store_module
+
+    store = Store(tmp_path)
+    late = store.start_attempt("aaaa")
+    for s in (0, 5, 10):
+        late.write_step(report(s, 9.0))
+    attempts = []
+    write = store_module.write_part_atomic
+
+    def new_attempt_starts_before_the_trial_part(data, target, fs=None):
+        if "/trials/" in str(target) and not attempts:
+            attempts.append(store.start_attempt("aaaa"))
+        write(data, target, fs)
+
+    monkeypatch.setattr(store_module, "write_part_atomic",
+                        new_attempt_starts_before_the_trial_part)
+    assert late.finish(row())
+    monkeypatch.undo()
+    assert not store.is_complete("aaaa")  # its row is there, its steps are not
+    new = attempts[0]
+    for s in (0, 5, 10):
+        new.write_step(report(s))
+    assert new.finish(row())
+    tables = read_tables(tmp_path)
+    assert tables.trials["attempt"].tolist() == [new.token]
+    assert tables.steps["step"].tolist() == [0, 5, 10] and set(tables.steps["eval_loss"]) == {3.0}

@@ -356,8 +356,13 @@ class Store:
                 _delete_quietly(self.fs, path)
 
     def finished_row(self, trial_id: str) -> dict[str, Any] | None:
-        """The trial's row when its part exists, reads, and holds a finished (complete or
-        diverged) trial; else None."""
+        """The trial's row when its part exists, reads, holds a finished (complete or
+        diverged) trial, and the steps of its attempt are all there; else None."""
+        row = self._done_row(trial_id)
+        return row if row is not None and self._has_steps(row) else None
+
+    def _done_row(self, trial_id: str) -> dict[str, Any] | None:
+        """The trial part's row when it reads and its status is complete or diverged."""
         try:
             df = self.read_part(self.trial_part(trial_id))
         except (OSError, ValueError, pa.ArrowException):
@@ -366,15 +371,33 @@ class Store:
             return None
         return df.iloc[0].to_dict()
 
+    def _has_steps(self, row: dict[str, Any]) -> bool:
+        """The steps part of the row's attempt holds its `evals` rows (read from the part's
+        footer). Without this, a trial part written by an attempt whose steps a newer attempt
+        had just deleted (a worker of a killed driver finishing late) would count as done, and
+        the newer attempt would throw its own steps away."""
+        attempt, evals = _attempt_of(row), _count(row.get("evals"))
+        if not attempt or not evals:  # written without attempts (older versions), no steps
+            return True
+        path = self.step_part(str(row["trial_id"]), attempt)
+        try:
+            return pq.read_metadata(path, filesystem=self.fs).num_rows >= evals
+        except (OSError, ValueError, pa.ArrowException):
+            return False
+
     def is_complete(self, trial_id: str) -> bool:
-        """The trial part exists, reads, and holds a finished (complete or diverged) trial."""
+        """The trial is stored whole: see `finished_row`."""
         return self.finished_row(trial_id) is not None
 
     # -- writing trials ----------------------------------------------------------------------
     def start_attempt(self, trial_id: str) -> Attempt:
-        """A new attempt at a trial; step parts of earlier attempts of it are removed."""
+        """A new attempt at a trial; step parts of earlier attempts of it are removed, except
+        those of the attempt a finished trial part names (stored results are never lost)."""
+        done = self._done_row(trial_id)
+        keep = _attempt_of(done) if done is not None else ""
         for path in self.list_parts(self.running_dir) + self.list_parts(self.steps_dir):
-            if _parse_step_name(path)[0] == trial_id:
+            tid, attempt = _parse_step_name(path)
+            if tid == trial_id and not (keep and attempt == keep and "/steps/" in path):
                 _delete_quietly(self.fs, path)
         return Attempt(self, trial_id)
 
