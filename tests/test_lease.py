@@ -4,6 +4,7 @@ how the lease of a driver that died is taken over (and what that driver left run
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -53,23 +54,29 @@ def test_of_two_drivers_that_write_at_once_only_the_last_writer_holds(store):
 
 
 def test_a_killed_holder_on_this_host_is_taken_over_and_its_leftovers_ended(store):
-    """The lease of a SIGKILLed driver names the processes it had started (its local Ray);
-    the next driver takes the lease at once and ends those still running."""
+    """What a SIGKILLed driver started (its local Ray) outlives it and carries its lease token
+    in its environment; the next driver takes the lease at once and ends those processes,
+    and nothing else."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    leftover = subprocess.Popen(["sleep", "300"])
+    old = Lease(store)
+    old.holder.pid, old.holder.pid_start = dead.pid, "1"
+    store.write_text(LEASE, json.dumps(old.holder.__dict__))
+    env = {**os.environ, lease_module.LEASE_ENV: old.holder.token}
+    leftover = subprocess.Popen(["sleep", "300"], env=env)
+    bystander = subprocess.Popen(["sleep", "300"])
     try:
-        old = Lease(store)
-        old.holder.pid, old.holder.pid_start = dead.pid, "1"
-        old.holder.processes = [(leftover.pid, lease_module._proc_start(leftover.pid))]
-        store.write_text(LEASE, json.dumps(old.holder.__dict__))
         new = Lease(store)
         ended = new.acquire(settle_s=0)
         assert ended == [leftover.pid]
         assert leftover.wait(timeout=10) == -9
+        assert bystander.poll() is None
+        assert os.environ[lease_module.LEASE_ENV] == new.holder.token  # for what it starts
         new.release()
+        assert lease_module.LEASE_ENV not in os.environ
     finally:
         leftover.kill()
+        bystander.kill()
 
 
 def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_stale(store):
@@ -87,7 +94,6 @@ def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_stale(store):
 
 def test_the_heartbeat_keeps_the_lease_fresh_and_never_overwrites_another(store, monkeypatch):
     monkeypatch.setattr(lease_module, "HEARTBEAT_S", 0.05)
-    monkeypatch.setattr(lease_module, "EARLY_BEATS", 0)
     held = Lease(store)
     held.acquire(settle_s=0)
     first = read_holder(store).heartbeat

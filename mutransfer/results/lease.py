@@ -11,9 +11,14 @@ milliseconds apart, far less than SETTLE_S).
 A holder killed with SIGKILL leaves its lease behind. It is stale, and taken over, when its
 holder is gone: on the same host (hostname and boot) when its process no longer exists, from
 another host when its heartbeat is older than STALE_S (hosts' clocks are assumed to agree
-within a few seconds, as NTP keeps them). A stale lease on the same host also names the
-processes the dead driver had started (a local Ray: raylet, GCS, dashboard and runtime-env
-agents, workers), which outlive it; the driver that takes over ends those still running.
+within a few seconds, as NTP keeps them).
+
+What a killed driver had started outlives it: its local Ray's dashboard and runtime-env agents
+for a minute or more, and trial workers that go on training and writing into the store. Ray
+starts some of these in process groups of their own or re-parents them, so neither the
+process tree nor the process group finds them all. The holder therefore puts its lease token
+in its environment (LEASE_ENV), which every process it starts inherits; the driver that takes
+over a stale lease on the same host ends every process that carries the dead holder's token.
 """
 
 from __future__ import annotations
@@ -26,17 +31,15 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError
 
 LEASE = "driver.lease"
+LEASE_ENV = "MUTRANSFER_DRIVER_LEASE"  # the holder's token, inherited by what it starts
 HEARTBEAT_S = 10.0
-# every second at first: the processes a driver starts (its local Ray, which comes up after
-# the lease is taken) are on record within a second of starting
-EARLY_BEATS = 60
 STALE_S = 60.0
 # Between writing our lease and reading it back: longer than any other driver's read-then-write
 # of the same file can take. A local or NFS path (close-to-open consistency) needs little;
@@ -56,7 +59,6 @@ class Holder:
     command: str
     started: float  # epoch seconds
     heartbeat: float
-    processes: list[tuple[int, str]] = field(default_factory=list)  # (pid, start) it started
 
     def describe(self, now: float | None = None) -> str:
         now = time.time() if now is None else now
@@ -97,28 +99,6 @@ def _alive(pid: int, start: str) -> bool:
     return not start or _proc_start(pid) in ("", start)
 
 
-def descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, start) of every process below `pid` (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        found.append((p, _proc_start(p)))
-        todo += children.get(p, [])
-    return [(p, s) for p, s in found if s]
-
-
 class Lease:
     """The store's driver lease, held from `acquire` to `release` (or a `with` block)."""
 
@@ -132,6 +112,7 @@ class Lease:
         self.lost: Holder | None = None  # who took the lease from us (ours: it was removed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._env_before: str | None = None
 
     # -- reading ---------------------------------------------------------------------------
     def current(self) -> Holder | None:
@@ -155,6 +136,8 @@ class Lease:
         winner = self.current()
         if winner is None or winner.token != self.holder.token:
             raise UserError(busy_message(self.store, winner or other or self.holder))
+        self._env_before = os.environ.get(LEASE_ENV)
+        os.environ[LEASE_ENV] = self.holder.token  # inherited by the Ray this driver starts
         self._thread = threading.Thread(target=self._beat, name="mutransfer-lease",
                                         daemon=True)
         self._thread.start()
@@ -164,6 +147,11 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            self._thread = None
+            if self._env_before is None:
+                os.environ.pop(LEASE_ENV, None)
+            else:
+                os.environ[LEASE_ENV] = self._env_before
         current = self.current()
         if current is not None and current.token == self.holder.token:
             self.store.delete_text(LEASE)
@@ -178,13 +166,10 @@ class Lease:
     # -- heartbeat -------------------------------------------------------------------------
     def _write(self) -> None:
         self.holder.heartbeat = time.time()
-        self.holder.processes = descendants(os.getpid())
         self.store.write_text(LEASE, json.dumps(asdict(self.holder), indent=1) + "\n")
 
     def _beat(self) -> None:
-        beats = 0
-        while not self._stop.wait(1.0 if beats < EARLY_BEATS else HEARTBEAT_S):
-            beats += 1
+        while not self._stop.wait(HEARTBEAT_S):
             try:
                 current = self.current()
                 if current is None or current.token != self.holder.token:
@@ -204,9 +189,8 @@ def read_holder(store: Any) -> Holder | None:
         return None
     try:
         data = json.loads(text)
-        data["processes"] = [tuple(p) for p in data.get("processes", [])]
-        return Holder(**data)
-    except (ValueError, TypeError):
+        return Holder(**{k: data[k] for k in Holder.__dataclass_fields__})
+    except (ValueError, TypeError, KeyError):
         return None  # a half-written lease of an old holder: taken as absent
 
 
@@ -229,15 +213,28 @@ def busy_message(store: Any, holder: Holder) -> str:
 
 
 def end_leftovers(holder: Holder) -> list[int]:
-    """SIGKILL what a dead holder on this host had started and left running."""
+    """SIGKILL every process on this host that a dead holder had started (they carry its
+    token in LEASE_ENV); the pids ended."""
     if holder.host != socket.gethostname() or holder.boot != _boot_id():
         return []
+    mark = f"{LEASE_ENV}={holder.token}".encode()
     ended = []
-    for pid, start in holder.processes:
-        if pid != os.getpid() and _alive(pid, start) and start:
+    for pid in _pids():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        if mark in environ and pid != os.getpid():
             try:
                 os.kill(pid, signal.SIGKILL)
                 ended.append(pid)
             except (ProcessLookupError, PermissionError):
                 continue
     return ended
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # no /proc (not Linux): nothing is found, nothing is ended
+        return []
