@@ -146,10 +146,11 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
 
 def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_next(tmp_path):
     """While a driver runs, a second `mutransfer sweep` on the same storage exits 2 with one
-    line naming the first. The first is then SIGKILLed alone (its local Ray outlives it, as
-    after a crash); the next driver takes over its lease, ends what it left running, and
-    finishes the sweep."""
-    steps = 100
+    line naming the first. The first is then SIGKILLed alone: its local Ray's agents and its
+    trial workers (each in a process group of its own) outlive it, the workers still training
+    and writing into the store. The next driver takes over its lease, ends what it left
+    running, and finishes the sweep."""
+    steps = 400  # the killed driver's trial workers are still training when the next one starts
     path = write_sweep(tmp_path, "lease", {"width": [16, 32], "lr": [0.001, 0.01]}, steps=steps)
     results, log = tmp_path / "lease", tmp_path / "lease.log"
     first = start_driver(path, log)
@@ -171,8 +172,8 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
                                 "--no-analysis", "--num-cpus", "2"], cwd=REPO,
                                capture_output=True, text=True, timeout=600)
         assert third.returncode == 0, third.stdout + third.stderr
-        assert "a killed driver of this store had left running" in third.stdout
-        assert session_processes(first.pid, "") == []  # nothing of the killed run remains
+        # nothing of the killed run remains (Ray's agents alone would linger for a minute)
+        assert session_processes(first.pid, "") == [], third.stdout
     finally:
         kill_session(first)
     assert_every_cell_once(path, steps)
