@@ -11,6 +11,7 @@ permitted; tests/test_bad_input.py covers a storage path under a regular file ev
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import signal
@@ -164,19 +165,35 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
         assert len(lines) == 1 and "in use by another sweep driver" in lines[0], lines
         assert f"pid {first.pid} " in lines[0]
         print(lines[0])
+        token = json.loads((results / "driver.lease").read_text())["token"]
         os.kill(first.pid, signal.SIGKILL)  # the driver alone: its Ray stays behind
         first.wait(timeout=60)
-        left = session_processes(first.pid, "")
-        assert left, "nothing of the killed driver's Ray outlived it"
+        assert started_by(token), "nothing of the killed driver's Ray outlived it"
         third = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
                                 "--no-analysis", "--num-cpus", "2"], cwd=REPO,
                                capture_output=True, text=True, timeout=600)
         assert third.returncode == 0, third.stdout + third.stderr
-        # nothing of the killed run remains (Ray's agents alone would linger for a minute)
-        assert session_processes(first.pid, "") == [], third.stdout
+        # nothing the killed run started still runs (Ray's agents alone linger for a minute)
+        assert started_by(token) == [], third.stdout
     finally:
         kill_session(first)
     assert_every_cell_once(path, steps)
+
+
+def started_by(token: str) -> list[int]:
+    """Running processes that a driver holding the lease `token` started (they inherit it
+    in their environment; a dead, unreaped process shows none)."""
+    from mutransfer.results.lease import LEASE_ENV
+
+    mark = f"{LEASE_ENV}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path):
