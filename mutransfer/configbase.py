@@ -25,7 +25,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                        f"offset {exc.start}); save the file as UTF-8") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -108,7 +108,7 @@ def test_a_malformed_sweep_file_is_refused_in_one_line_and_writes_nothing(
     storage = tmp_path / "results"
     doc = {"storage": str(storage), **doc}
     path = write(tmp_path / "sweep.yaml", doc)
-    for command in (["validate", "--data", str(path)], ["sweep", str(path)]):
+    for command in (["validate", str(path)], ["sweep", str(path)]):
         assert_one_line_error(capsys, main(command), needle)
     assert not storage.exists()
 
@@ -213,3 +213,107 @@ def test_a_trial_no_node_can_host_is_refused_and_leaves_no_folder(tmp_path, caps
                                  "resources.cpus_per_trial")
     assert "4096" in line
     assert not storage.exists()
+
+
+# -- pre-flight: what would fail every trial fails before any ------------------------------------
+
+def test_data_too_small_for_one_batch_is_refused_before_any_trial(tmp_path, capsys):
+    """30 bytes of text: the train split holds a sequence, the eval split (its last 5%) does
+    not. Each trial would fail in Ray (and be retried); the driver draws a batch of each split
+    first and refuses the sweep."""
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("hello world, hello again, bye\n")
+    storage = tmp_path / "results"
+    path = write(tmp_path / "tiny.yaml", sweep(data={"source": "text", "path": str(corpus)},
+                                               storage=str(storage)))
+    for command in (["validate", str(path)], ["sweep", str(path)]):
+        line = assert_one_line_error(capsys, main(command), "eval split has 2 tokens")
+        assert "seq_len + 1 = 17" in line
+    assert not storage.exists()
+
+
+def test_a_sweep_file_that_is_not_utf8_is_refused_in_one_line(tmp_path, capsys):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(yaml.safe_dump(BASE).encode() + b"# caf\xe9\n")
+    for command in (["validate", str(path)], ["sweep", str(path)]):
+        line = assert_one_line_error(capsys, main(command), "not UTF-8")
+        assert "0xe9" in line
+
+
+def test_a_grid_above_the_cell_limit_is_refused_before_any_cell_is_built(tmp_path, capsys):
+    """20,000 cells (the default limit is 10,000): refused from the axes alone; --max-cells
+    raises the limit explicitly."""
+    storage = tmp_path / "results"
+    big = write(tmp_path / "big.yaml", sweep({"width": list(range(16, 116)),
+                                              "lr": {"log2": [-12, -2], "per_octave": 10},
+                                              "seed": [0, 1]}, storage=str(storage)))
+    for command in (["validate", str(big)], ["sweep", str(big)]):
+        line = assert_one_line_error(capsys, main(command), "20,200 cells")
+        assert "--max-cells 20200" in line
+    small = write(tmp_path / "small.yaml", sweep({"parameterization": ["sp", "mup"],
+                                                  "lr": {"sp": [0.001, 0.01], "mup": [0.1]}},
+                                                 storage=str(storage)))
+    assert_one_line_error(capsys, main(["validate", str(small), "--max-cells", "2"]),
+                          "3 cells, more than the limit of 2")
+    assert main(["validate", str(small), "--max-cells", "3"]) == 0
+    assert "ok, 3 cells" in capsys.readouterr().out
+    assert not storage.exists()
+
+
+# -- outputs checked before the work -------------------------------------------------------------
+
+def test_train_refuses_an_out_file_in_a_missing_folder_before_training(tmp_path, capsys):
+    config = _trial_config(tmp_path)
+    line = assert_one_line_error(
+        capsys, main(["train", str(config), "--out", str(tmp_path / "missing/dir/x.json")]),
+        "does not exist")
+    assert "missing/dir" in line
+
+
+@pytest.mark.parametrize("command", ["plot", "analyze"])
+def test_plot_and_analyze_refuse_an_out_folder_they_cannot_write(tmp_path, capsys, command):
+    from tests.sweeps import planted_results
+
+    results = planted_results(tmp_path / "res", [64, 128])
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a folder")
+    assert_one_line_error(capsys, main([command, str(results), "--out", str(blocker / "out"),
+                                        "--bootstrap", "0"]), "is a file")
+
+
+def test_coord_check_refuses_an_out_folder_it_cannot_write_before_measuring(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a folder")
+    assert_one_line_error(capsys, main(["coord-check", "--widths", "16", "32", "--steps", "1",
+                                        "--seeds", "0", "--param", "sp",
+                                        "--out", str(blocker / "cc")]), "is a file")
+
+
+# -- storage: only a results store, or an empty or new folder ------------------------------------
+
+def test_a_non_empty_folder_that_is_not_a_store_is_refused(tmp_path, capsys):
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "report.html").write_text("<p>mine</p>")
+    path = write(tmp_path / "s.yaml", sweep(storage=str(folder)))
+    for argv in (["sweep", str(path)], ["sweep", str(path), "--dry-run"]):
+        assert_one_line_error(capsys, main(argv), "not a mutransfer results store")
+    assert sorted(p.name for p in folder.iterdir()) == ["report.html"]  # untouched
+
+
+def test_stores_old_and_new_and_empty_folders_are_accepted(tmp_path, capsys):
+    from mutransfer.results.store import MARKER, Store
+
+    old = tmp_path / "old"  # written before the marker existed: trials/ and steps/
+    (old / "trials").mkdir(parents=True)
+    (old / "steps").mkdir()
+    (old / "sweep.yaml").write_text("name: bad\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    new = tmp_path / "new"
+    Store(new).ensure_writable()
+    assert (new / MARKER).is_file()
+    (new / "checkpoints").mkdir()  # what a run keeps while trials run: part of a store
+    for folder in (old, empty, new, tmp_path / "not-yet"):
+        path = write(tmp_path / "s.yaml", sweep(storage=str(folder)))
+        assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err

@@ -117,5 +117,5 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
 
 
 def running_trials(storage: Path) -> set[str]:
-    """Trials with step rows but no trial row yet."""
-    return trial_ids(storage / "steps") - trial_ids(storage / "trials")
+    """Trials with step rows of a running attempt and no trial row yet."""
+    return trial_ids(storage / "running") - trial_ids(storage / "trials")

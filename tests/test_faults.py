@@ -11,6 +11,7 @@ permitted; tests/test_bad_input.py covers a storage path under a regular file ev
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import signal
@@ -91,7 +92,7 @@ def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
     proc = start_driver(path, log)
     try:
         def mid_trial_worker() -> list[int]:
-            running = trial_ids(results / "steps") - trial_ids(results / "trials")
+            running = trial_ids(results / "running") - trial_ids(results / "trials")
             return session_processes(proc.pid, "ray::ImplicitFunc") if running else []
 
         victims = wait_until(mid_trial_worker, proc, 300, "a trial was running")
@@ -115,16 +116,16 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     results, log = tmp_path / "driver", tmp_path / "driver.log"
     killed_mid_trial = 0
     for _ in range(3):
-        before = set(p.name for p in (results / "steps").glob("*.parquet")) \
+        before = set(p.name for p in (results / "running").glob("*.parquet")) \
             if results.exists() else set()
         proc = start_driver(path, log)
         try:
             # the moment: a random time after this run's first steps row was written
-            wait_until(lambda b=before: set(p.name for p in (results / "steps")
+            wait_until(lambda b=before: set(p.name for p in (results / "running")
                                             .glob("*.parquet")) - b, proc, 300,
                        "this run wrote a steps row")
             time.sleep(rng.uniform(0.0, 2.0))
-            running = trial_ids(results / "steps") - trial_ids(results / "trials")
+            running = trial_ids(results / "running") - trial_ids(results / "trials")
             proc.send_signal(signal.SIGKILL)
         finally:
             kill_session(proc)
@@ -140,6 +141,93 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     tables = assert_every_cell_once(path, steps)
     # nothing left over in trials/: no temporary or set-aside file beside the parts
     assert len(list((results / "trials").iterdir())) == len(tables.trials)
+
+
+# -- one driver per store ------------------------------------------------------------------------
+
+def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_next(tmp_path):
+    """While a driver runs, a second `mutransfer sweep` on the same storage exits 2 with one
+    line naming the first. The first is then SIGKILLed alone: its local Ray's agents and its
+    trial workers (each in a process group of its own) outlive it, the workers still training
+    and writing into the store. The next driver takes over its lease, ends what it left
+    running, and finishes the sweep."""
+    steps = 400  # the killed driver's trial workers are still training when the next one starts
+    path = write_sweep(tmp_path, "lease", {"width": [16, 32], "lr": [0.001, 0.01]}, steps=steps)
+    results, log = tmp_path / "lease", tmp_path / "lease.log"
+    first = start_driver(path, log)
+    try:
+        wait_until(lambda: list((results / "running").glob("*.parquet")), first, 300,
+                   "a trial was running")
+        second = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path)],
+                                cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and "in use by another sweep driver" in lines[0], lines
+        assert f"pid {first.pid} " in lines[0]
+        print(lines[0])
+        token = json.loads((results / "driver.lease").read_text())["token"]
+        os.kill(first.pid, signal.SIGKILL)  # the driver alone: its Ray stays behind
+        first.wait(timeout=60)
+        assert started_by(token), "nothing of the killed driver's Ray outlived it"
+        third = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
+                                "--no-analysis", "--num-cpus", "2"], cwd=REPO,
+                               capture_output=True, text=True, timeout=600)
+        assert third.returncode == 0, third.stdout + third.stderr
+        # nothing the killed run started still runs (Ray's agents alone linger for a minute)
+        assert started_by(token) == [], third.stdout
+    finally:
+        kill_session(first)
+    assert_every_cell_once(path, steps)
+
+
+def started_by(token: str) -> list[int]:
+    """Running processes that a driver holding the lease `token` started (they inherit it
+    in their environment; a dead, unreaped process shows none)."""
+    from mutransfer.results.lease import LEASE_ENV
+
+    mark = f"{LEASE_ENV}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path):
+    """Ctrl-C: the sweep stops, says how many of its cells are done, and does not run the
+    analysis (or rewrite plots) on a partial grid; exit 130. The next run finishes it."""
+    steps = 100
+    path = write_sweep(tmp_path, "stop", {"width": [16, 32], "lr": [0.001, 0.003, 0.01]},
+                       steps=steps)
+    results, log = tmp_path / "stop", tmp_path / "stop.log"
+    proc = subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
+                             "--num-cpus", "2"], cwd=REPO, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: list((results / "trials").glob("*.parquet")), proc, 300,
+                   "a trial finished")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, log.read_text()
+    finally:
+        kill_session(proc)
+    out = log.read_text()
+    done = len(read_tables(results).trials)
+    assert 1 <= done < 6, out
+    assert f"interrupted: {done} of 6 done" in out, out
+    assert "ran " not in out and not (results / "analysis").exists(), out
+    rc, out = subprocess_sweep(path)
+    assert rc == 0, out
+    assert_every_cell_once(path, steps)
+
+
+def subprocess_sweep(path: Path) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
+                           "--no-analysis", "--num-cpus", "2"], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    return done.returncode, done.stdout + done.stderr
 
 
 # -- damaged parts, read-only and full storage (in this process, one local Ray) ------------------
@@ -159,12 +247,14 @@ def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_l
 
     rc, out = sweep(path)
     assert rc == 0, out
-    # the two damaged parts, and the trial part whose steps were in the damaged steps part
-    assert out.count("set aside a damaged part") == 3, out
+    # the two damaged parts, the trial part whose steps were in the damaged steps part, and
+    # the steps of the trial whose part was damaged: moved out of the table folders
+    assert out.count("set aside a damaged part") == 4, out
     assert "3 cells, 1 complete, 2 to run" in out
-    assert (results / "trials" / f"{trial_part.name}.corrupt").exists()
-    assert Path(f"{steps_part}.corrupt").exists()
-    assert (results / "trials" / f"part-{ids[1]}.parquet.corrupt").exists()
+    quarantine = results / "quarantine"
+    assert (quarantine / "trials" / trial_part.name).exists()
+    assert (quarantine / "steps" / steps_part.name).exists()
+    assert (quarantine / "trials" / f"part-{ids[1]}.parquet").exists()
     assert_every_cell_once(path, steps)
 
 

@@ -70,12 +70,13 @@ def test_a_finished_trial_has_one_trial_row_and_its_steps_once(tmp_path):
     assert set(store.scan().complete) == {"aaaa", "bbbb"}
 
 
-def test_steps_are_on_disk_while_a_trial_runs(tmp_path):
+def test_steps_are_on_disk_while_a_trial_runs_outside_the_steps_table(tmp_path):
     store = Store(tmp_path)
     attempt = store.start_attempt("aaaa")
     attempt.write_step(report(0))
     attempt.write_step(report(5))
-    assert len(files(tmp_path / "steps")) == 2
+    assert len(files(tmp_path / "running")) == 2
+    assert files(tmp_path / "steps") == []  # steps/ holds finished attempts only
     assert len(read_tables(tmp_path, include_running=True).steps) == 2
     assert len(read_tables(tmp_path).steps) == 0  # not finished: not part of the results
     assert "aaaa" not in store.scan().complete
@@ -136,8 +137,11 @@ def test_a_truncated_part_is_set_aside_and_its_trial_runs_again(tmp_path):
     assert dry.corrupt == [str(part)] and part.exists()  # a dry scan changes nothing
     state = store.scan(repair=True)
     assert set(state.complete) == {"aaaa"}
-    assert state.set_aside == [str(part) + ".corrupt"]
-    assert files(tmp_path / "trials") == ["part-aaaa.parquet", "part-bbbb.parquet.corrupt"]
+    quarantined = tmp_path / "quarantine" / "trials" / "part-bbbb.parquet"
+    assert state.set_aside[0] == str(quarantined) and quarantined.exists()
+    attempt = read_tables(tmp_path).trials["attempt"][0]
+    assert files(tmp_path / "steps") == [f"part-aaaa-{attempt}.parquet"]  # bbbb's went too
+    assert files(tmp_path / "trials") == ["part-aaaa.parquet"]  # moved out of the table
     run_trial(store, "bbbb")
     assert set(store.scan().complete) == {"aaaa", "bbbb"}
 
@@ -149,7 +153,8 @@ def test_a_trial_whose_steps_are_lost_is_incomplete(tmp_path):
         os.remove(tmp_path / "steps" / name)
     state = store.scan(repair=True)
     assert not state.complete
-    assert files(tmp_path / "trials") == ["part-aaaa.parquet.corrupt"]
+    assert files(tmp_path / "trials") == []
+    assert files(tmp_path / "quarantine" / "trials") == ["part-aaaa.parquet"]
 
 
 def test_write_is_atomic_a_failed_write_leaves_the_old_part(tmp_path, monkeypatch):
@@ -194,3 +199,36 @@ def test_parts_written_without_attempts_still_read(tmp_path):
     tables = read_tables(tmp_path)
     assert tables.steps["step"].tolist() == [0, 5]
     assert "old1" in Store(tmp_path).scan().complete
+
+
+def test_a_late_attempt_whose_steps_a_new_attempt_removed_does_not_count(tmp_path, monkeypatch):
+    """A worker of a killed driver finishes late: its steps part lands, the next driver's
+    attempt of the trial starts and removes it, then its trial part lands. That part names
+    steps that are gone: it does not make the trial complete, and the new attempt, when it
+    finishes, stores its own steps and row instead of throwing them away."""
+    from mutransfer.results import store as store_module
+
+    store = Store(tmp_path)
+    late = store.start_attempt("aaaa")
+    for s in (0, 5, 10):
+        late.write_step(report(s, 9.0))
+    attempts = []
+    write = store_module.write_part_atomic
+
+    def new_attempt_starts_before_the_trial_part(data, target, fs=None):
+        if "/trials/" in str(target) and not attempts:
+            attempts.append(store.start_attempt("aaaa"))
+        write(data, target, fs)
+
+    monkeypatch.setattr(store_module, "write_part_atomic",
+                        new_attempt_starts_before_the_trial_part)
+    assert late.finish(row())
+    monkeypatch.undo()
+    assert not store.is_complete("aaaa")  # its row is there, its steps are not
+    new = attempts[0]
+    for s in (0, 5, 10):
+        new.write_step(report(s))
+    assert new.finish(row())
+    tables = read_tables(tmp_path)
+    assert tables.trials["attempt"].tolist() == [new.token]
+    assert tables.steps["step"].tolist() == [0, 5, 10] and set(tables.steps["eval_loss"]) == {3.0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -75,19 +76,27 @@ def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(tmp_pat
     assert "0 trials to run" in out  # a diverged cell is done, not retried
 
 
-def test_a_failing_trial_is_retried_then_recorded_as_failed(tmp_path, ray_local):
+def test_a_trial_failing_on_its_config_is_recorded_as_failed_without_retries(
+        tmp_path, ray_local):
+    """A UserError (here: CUDA asked for on a machine without it) fails the same way on every
+    try: it is recorded at once, never retried. The folder, holding a failed and a complete
+    trial, reads as one table in any Parquet reader."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("the failure is a CUDA trial on a machine without CUDA")
     path = write_sweep(tmp_path, "fail", {"width": [16], "train.device": ["cpu", "cuda"]},
-                       retries=1)
+                       retries=2)
     rc, out = sweep(path)
     assert rc == 1, out
-    assert "retrying" in out and "failed for good after 2 attempt(s)" in out and "cuda" in out
+    assert "retrying" not in out and "not retried" in out and "train.device" in out, out
+    assert "1 complete, 0 diverged, 1 failed" in out
     trials = read_tables(tmp_path / "fail").trials.set_index("train.device")
     assert trials.loc["cpu", "status"] == "complete"
     assert trials.loc["cuda", "status"] == "failed" and "cuda" in trials.loc["cuda", "error"]
+    assert pd.read_parquet(tmp_path / "fail" / "trials").shape[0] == 2
+    assert pd.isna(pd.read_parquet(tmp_path / "fail" / "trials").set_index("train.device")
+                   .loc["cuda", "final_eval_loss"])
     rc, out = sweep(path, dry_run=True)
     assert "2 cells, 1 complete, 1 to run" in out and "failed before, to run" in out
 

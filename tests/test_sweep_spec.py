@@ -96,10 +96,11 @@ def test_missing_data_files_stop_the_sweep_before_anything_is_written(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "data" in err and "nowhere" in err
     assert not storage.exists()
-    # the file itself is valid: validate says so, and notes the data is not here
-    assert main(["validate", str(path)]) == 0
-    assert "note:" in capsys.readouterr().out
-    assert main(["validate", "--data", str(path)]) == 2
+    # validate refuses it the same way; --no-data checks the file alone (data on a cluster)
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == err
+    assert main(["validate", "--no-data", str(path)]) == 0
+    assert "(data not checked)" in capsys.readouterr().out
 
 
 def test_relative_storage_with_a_cluster_address_is_refused(tmp_path, capsys):
@@ -240,3 +241,13 @@ def test_trial_id_changes_with_anything_that_changes_the_config():
 def test_repeated_values_are_one_trial():
     plan = plan_of(sweep({"lr": [0.01, 0.01, 1e-2]}))
     assert len(plan.cells) == 1 and math.isclose(plan.cells[0].columns["lr"], 0.01)
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[1].glob("sweeps/*.yaml")),
+                         ids=lambda p: p.name)
+def test_the_cell_count_from_the_axes_alone_is_the_number_of_cells(path):
+    """What --max-cells is checked against (counted without building a cell) is what runs."""
+    from mutransfer.sweep.size import count_trials
+    from mutransfer.sweep.spec import load_spec
+
+    assert count_trials(load_spec(path)) == load_plan(path).n_trials

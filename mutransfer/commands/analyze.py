@@ -33,6 +33,10 @@ def analysis_from_args(args):
         raise UserError(f"--bootstrap: must be 0 or more, got {args.bootstrap}")
     if args.fit_points < 3:
         raise UserError(f"--fit-points: a quadratic needs at least 3 points, got {args.fit_points}")
+    from mutransfer.analysis import analysis_dir
+    from mutransfer.commands.outputs import check_output_dir
+
+    check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
     return analyze(args.results_dir, n_boot=args.bootstrap, boot_seed=args.seed,
                    fit_points=args.fit_points)
 

@@ -87,6 +87,9 @@ def _progress(done: int, total: int, what: str) -> None:
 
 
 def run(args) -> int:
+    from mutransfer.commands.outputs import check_output_dir
+
+    check_output_dir(args.out)  # before the measurements, not after them
     _check(args)
     from mutransfer.analysis.coordplot import plot_coord_check
     from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config

@@ -17,13 +17,17 @@ def add_arguments(p, name: str) -> None:
                         "current one); results/ and data/ are not uploaded")
     p.add_argument("--job-id", default=None, help="choose the job id (default: Ray's)")
     p.add_argument("--no-analysis", action="store_true", help="skip the analysis at the end")
+    from mutransfer.commands.sweep import add_max_cells
+
+    add_max_cells(p)
 
 
 def run(args) -> int:
     from mutransfer.sweep.jobs import submit
 
     job_id = submit(args.file, args.address, working_dir=args.working_dir,
-                    storage=args.storage, analysis=not args.no_analysis, job_id=args.job_id)
+                    storage=args.storage, analysis=not args.no_analysis, job_id=args.job_id,
+                    max_cells=args.max_cells)
     print(job_id)
     print(f"follow it: mutransfer status {job_id} --address {args.address}  |  "
           f"mutransfer logs {job_id} --address {args.address} --follow")

@@ -19,6 +19,16 @@ def add_arguments(p, name: str) -> None:
                    help="skip the analysis and plots at the end (a best-LR table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
+    add_max_cells(p)
+
+
+def add_max_cells(p) -> None:
+    """--max-cells, shared with validate and submit."""
+    from mutransfer.sweep.size import MAX_CELLS
+
+    p.add_argument("--max-cells", type=int, default=None, metavar="N",
+                   help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
+                        f"guard against a mistyped grid")
 
 
 def run(args) -> int:
@@ -26,4 +36,5 @@ def run(args) -> int:
 
     return run_sweep(SweepArgs(path=args.file, address=args.address, storage=args.storage,
                                dry_run=args.dry_run, analysis=not args.no_analysis,
-                               num_cpus=args.num_cpus, num_gpus=args.num_gpus))
+                               num_cpus=args.num_cpus, num_gpus=args.num_gpus,
+                               max_cells=args.max_cells))

@@ -55,6 +55,10 @@ class Progress:
 
 
 def run(args) -> int:
+    if args.out:  # before training: a run must not end in a crash that loses its result
+        from mutransfer.commands.outputs import check_output_file
+
+        check_output_file(args.out)
     cfg = load_trial_config(args.config, args.sets)
     from mutransfer.train import run_trial
 

@@ -4,11 +4,17 @@ Layout and columns: docs/results-format.md. A trial's rows are tied to one *atte
 token per run of the trial): step parts are written per attempt while it runs, and only the
 attempt named in the finished trial part counts. A crash, a retry or a driver restart therefore
 never duplicates step rows, whatever partial parts it leaves behind.
+
+The table folders hold nothing else: a running attempt writes its per-eval parts to `running/`
+(its steps reach `steps/` when it finishes), and damaged parts move to `quarantine/`. So every
+file in `trials/` and `steps/` is a Parquet part of the one schema (mutransfer/results/schema.py)
+and any Parquet reader reads either folder as a table.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
@@ -23,24 +29,24 @@ import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import absolute_location, join, resolve
+from mutransfer.results.schema import (
+    STEP_COLUMNS,
+    STEP_FIELDS,
+    TRIAL_COLUMNS,
+    TRIAL_FIELDS,
+    step_table,
+    trial_table,
+)
 
-TRIAL_COLUMNS = [
-    "trial_id", "sweep", "width", "parameterization", "lr", "seed", "optimizer", "status",
-    "diverged", "diverge_step", "final_eval_loss", "best_eval_loss", "initial_loss",
-    "last_finite_loss",  # diverged trials: the last finite loss (final/best are then null)
-    "steps_done", "tokens", "wall_time_s", "tokens_per_s", "search", "host", "versions", "config",
-    "attempt", "evals", "error",
-]
-STEP_COLUMNS = [
-    "trial_id", "step", "tokens", "train_loss", "eval_loss", "lr", "grad_norm", "tokens_per_s",
-    "attempt",
-]
+__all__ = ["DONE_STATUSES", "STEP_COLUMNS", "TRIAL_COLUMNS", "Store", "Tables", "read_tables"]
+
 DONE_STATUSES = ("complete", "diverged")  # a diverged trial is a result, not a failure
-
-_INT = ("width", "seed", "steps_done", "tokens", "evals")
-_FLOAT = ("lr", "final_eval_loss", "best_eval_loss", "initial_loss", "wall_time_s", "tokens_per_s")
-_STEP_INT = ("step", "tokens")
-_STEP_FLOAT = ("train_loss", "eval_loss", "lr", "grad_norm", "tokens_per_s")
+# Written when a store is created: a non-empty folder without it (and not made by an older
+# version: trials/ and steps/) is not a results store, and a sweep refuses to write there.
+MARKER = "mutransfer-store.json"
+RUNNING = "running"  # per-eval step parts of attempts not finished yet
+QUARANTINE = "quarantine"  # damaged parts, moved out of the table folders
+LEGACY_SET_ASIDE = ".corrupt"  # how older versions marked damaged parts, inside the tables
 
 
 @dataclass
@@ -63,48 +69,36 @@ def _empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
 
 
-def trial_frame(row: dict[str, Any]) -> pd.DataFrame:
-    """One trials row with the documented dtypes (extra axis columns keep their own)."""
-    df = pd.DataFrame([row])
-    for col in _INT:
-        if col in df:
-            df[col] = df[col].astype("int64")
-    for col in _FLOAT:
-        if col in df:
-            df[col] = df[col].astype("float64")
-    if "diverged" in df:
-        df["diverged"] = df["diverged"].astype(bool)
-    if "diverge_step" in df:
-        df["diverge_step"] = df["diverge_step"].astype("Int64")
+def _with_dtypes(df: pd.DataFrame, fields: list[tuple[str, pa.DataType]]) -> pd.DataFrame:
+    """The documented pandas dtypes, whatever the parts were written with (older versions
+    wrote nulls as Arrow null columns): int64 (Int64 where a value is missing), float64, bool."""
+    for name, typ in fields:
+        if name not in df:
+            continue
+        if pa.types.is_integer(typ):
+            col = pd.to_numeric(df[name], errors="coerce").astype("Int64")
+            df[name] = col if col.isna().any() or name == "diverge_step" else col.astype("int64")
+        elif pa.types.is_floating(typ):
+            df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
+        elif pa.types.is_boolean(typ) and not df[name].isna().any():
+            df[name] = df[name].astype(bool)
     return df
 
 
-def step_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Steps rows with the documented dtypes; a missing value (e.g. no train loss yet) is NaN."""
-    df = pd.DataFrame(rows, columns=list(dict.fromkeys([*STEP_COLUMNS, *_keys(rows)])))
-    for col in _STEP_INT:
-        df[col] = df[col].astype("int64")
-    for col in _STEP_FLOAT:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
-    return df
-
-
-def _keys(rows: list[dict[str, Any]]) -> list[str]:
-    return [k for r in rows for k in r]
-
-
-def write_part_atomic(df: pd.DataFrame, target: str | Path,
+def write_part_atomic(data: pd.DataFrame | pa.Table, target: str | Path,
                       filesystem: pafs.FileSystem | None = None) -> None:
     """Write a Parquet part to a temp file beside `target`, then rename it into place.
 
     Readers never see a half-written part: they skip dot-files, and the rename is atomic on
     local filesystems (object stores publish a whole object at once anyway). The temp name is
-    unique so two writers of the same part cannot interleave bytes.
+    unique so two writers of the same part cannot interleave bytes. The store writes Arrow
+    tables of its schema; a DataFrame is written with the types pandas gives it.
     """
     fs = filesystem or pafs.LocalFileSystem()
     target = str(Path(target).resolve()) if filesystem is None else str(target)
-    _write_atomic(fs, target,
-                  lambda out: pq.write_table(pa.Table.from_pandas(df, preserve_index=False), out))
+    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data,
+                                                                         preserve_index=False)
+    _write_atomic(fs, target, lambda out: pq.write_table(table, out))
 
 
 def _write_atomic(fs: pafs.FileSystem, target: str, write: Callable[[Any], None]) -> None:
@@ -145,24 +139,51 @@ class Store:
     def steps_dir(self) -> str:
         return join(self.root, "steps")
 
+    @property
+    def running_dir(self) -> str:
+        return join(self.root, RUNNING)
+
     def trial_part(self, trial_id: str) -> str:
         return join(self.trials_dir, f"part-{trial_id}.parquet")
 
     def step_part(self, trial_id: str, attempt: str, k: int | None = None) -> str:
-        """Per report: part-ID-ATTEMPT-K; compacted at the end: part-ID-ATTEMPT."""
-        suffix = "" if k is None else f"-{k:05d}"
-        return join(self.steps_dir, f"part-{trial_id}-{attempt}{suffix}.parquet")
+        """A finished attempt's steps: steps/part-ID-ATTEMPT; while it runs, one part per
+        report: running/part-ID-ATTEMPT-K."""
+        if k is None:
+            return join(self.steps_dir, f"part-{trial_id}-{attempt}.parquet")
+        return join(self.running_dir, f"part-{trial_id}-{attempt}-{k:05d}.parquet")
 
     # -- files -------------------------------------------------------------------------------
     def exists(self) -> bool:
         return self.fs.get_file_info(self.root).type != pafs.FileType.NotFound
 
+    def check_is_store(self) -> None:
+        """Refuse (UserError) a non-empty folder that is not a results store: one with the
+        marker file, or one made by an older version (trials/ and steps/ folders)."""
+        if self.fs.get_file_info(self.root).type == pafs.FileType.File:
+            raise UserError(f"storage {self.location}: is a file, not a folder")
+        infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
+        names = {i.path.rsplit("/", 1)[-1]: i.type for i in infos}
+        if not names or MARKER in names:
+            return
+        if all(names.get(d) == pafs.FileType.Directory for d in ("trials", "steps")):
+            return  # made by a version before the marker
+        shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        raise UserError(f"storage {self.location}: a folder that is not empty ({shown}) and "
+                        f"not a mutransfer results store (no {MARKER}); give an empty or new "
+                        f"folder, or an existing results folder")
+
     def ensure_writable(self) -> None:
-        """Create the folders and prove a file can be written there, or raise a UserError."""
-        probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
+        """Create the folders and the marker file, proving that a file can be written there,
+        or raise a UserError."""
         try:
             for folder in (self.trials_dir, self.steps_dir):
                 self.fs.create_dir(folder, recursive=True)
+            if self.read_text(MARKER) is None:
+                self.write_text(MARKER, json.dumps(
+                    {"format": 2, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "versions": json.loads(versions())}, indent=1) + "\n")
+            probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
@@ -187,29 +208,40 @@ class Store:
 
     def read_text(self, name: str) -> str | None:
         path = join(self.root, name)
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
+        try:
+            if self.fs.get_file_info(path).type != pafs.FileType.File:
+                return None
+            with self.fs.open_input_stream(path) as f:
+                return f.read().decode()
+        except FileNotFoundError:  # removed between the two calls
             return None
-        with self.fs.open_input_stream(path) as f:
-            return f.read().decode()
 
-    def list_parts(self, folder: str) -> list[str]:
+    def delete_text(self, name: str) -> None:
+        _delete_quietly(self.fs, join(self.root, name))
+
+    def list_parts(self, folder: str, suffix: str = ".parquet") -> list[str]:
         """Parquet parts in a folder, sorted; temp files (dot-files) are not parts."""
         if self.fs.get_file_info(folder).type != pafs.FileType.Directory:
             return []
         infos = self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
         names = [i.path for i in infos if i.type == pafs.FileType.File]
         return sorted(p for p in names
-                      if p.endswith(".parquet") and not p.rsplit("/", 1)[1].startswith("."))
+                      if p.endswith(suffix) and not p.rsplit("/", 1)[1].startswith("."))
 
     def read_part(self, path: str) -> pd.DataFrame:
         """A part as a DataFrame; raises (OSError / ArrowInvalid) when it is unreadable."""
         return pq.read_table(path, filesystem=self.fs).to_pandas()
 
     def set_aside(self, path: str) -> str:
-        """Rename a damaged part to *.corrupt (kept for inspection, ignored by readers)."""
-        target, n = f"{path}.corrupt", 1
+        """Move a damaged part from its table folder to quarantine/<table>/ (kept for
+        inspection; no reader of the table folders sees it). Returns the new path."""
+        table = path.rsplit("/", 2)[-2]
+        name = path.rsplit("/", 1)[-1].removesuffix(LEGACY_SET_ASIDE)
+        folder = join(self.root, QUARANTINE, table)
+        self.fs.create_dir(folder, recursive=True)
+        target, n = join(folder, name), 1
         while self.fs.get_file_info(target).type != pafs.FileType.NotFound:
-            target, n = f"{path}.{n}.corrupt", n + 1
+            target, n = join(folder, f"{name}.{n}"), n + 1
         self.fs.move(path, target)
         return target
 
@@ -228,14 +260,17 @@ class Store:
         frames = [f for f in frames if len(f)]
         if not frames:
             return _empty(TRIAL_COLUMNS), bad
-        return pd.concat(frames, ignore_index=True), bad
+        return _with_dtypes(_concat(frames), TRIAL_FIELDS), bad
 
-    def _step_rows(self) -> tuple[pd.DataFrame, list[str]]:
-        frames, bad = self._read_all(self.list_parts(self.steps_dir))
+    def _step_rows(self, include_running: bool = False) -> tuple[pd.DataFrame, list[str]]:
+        paths = self.list_parts(self.steps_dir)
+        if include_running:
+            paths += self.list_parts(self.running_dir)
+        frames, bad = self._read_all(paths)
         frames = [f for f in frames if len(f)]
         if not frames:
             return _empty(STEP_COLUMNS), bad
-        steps = pd.concat(frames, ignore_index=True)
+        steps = _with_dtypes(_concat(frames), STEP_FIELDS)
         if "attempt" not in steps:
             steps["attempt"] = ""
         # The per-report parts and the compacted part of one attempt hold the same rows.
@@ -247,7 +282,7 @@ class Store:
         `include_running` (then also rows of attempts that have not finished, e.g. live ones).
         Unreadable parts are skipped with a warning (the sweep sets them aside)."""
         trials, bad_t = self._trial_rows()
-        steps, bad_s = self._step_rows()
+        steps, bad_s = self._step_rows(include_running)
         if bad_t or bad_s:
             warnings.warn(f"{len(bad_t) + len(bad_s)} unreadable parts skipped in "
                           f"{self.location}: {', '.join((bad_t + bad_s)[:3])}", stacklevel=2)
@@ -260,11 +295,15 @@ class Store:
         """Which trials are complete. A trial is complete when its part reads, its status is
         complete or diverged, and all its steps rows (`evals` of them) are there.
 
-        With `repair`, unreadable parts and trial parts whose steps are missing are set aside
-        (*.corrupt) so their cells run again, and step parts of attempts that lost (a retry or
-        restart finished the trial another way) are deleted.
+        With `repair` (only while no trial of this store runs: the sweep driver, holding the
+        store's lease, before it starts any), unreadable parts and trial parts whose steps are
+        missing move to quarantine/ so their cells run again, and step parts that do not count
+        are deleted: those of attempts that lost (a retry or restart finished the trial
+        another way) and the per-eval parts of attempts that never finished.
         """
         state = StoreState()
+        if repair:
+            state.set_aside += [self.set_aside(p) for p in self._legacy_set_aside()]
         trials, bad_t = self._trial_rows()
         steps, bad_s = self._step_rows()
         state.corrupt = bad_t + bad_s
@@ -288,19 +327,42 @@ class Store:
                 continue
             state.complete[tid] = row
         if repair:
-            self._delete_stale_steps(state.complete)
+            self._tidy_steps(state)
         return state
 
-    def _delete_stale_steps(self, complete: dict[str, dict[str, Any]]) -> None:
-        for path in self.list_parts(self.steps_dir):
+    def _legacy_set_aside(self) -> list[str]:
+        """Parts older versions set aside inside the table folders (*.corrupt)."""
+        return [p for d in (self.trials_dir, self.steps_dir)
+                for p in self.list_parts(d, suffix=LEGACY_SET_ASIDE)]
+
+    def _tidy_steps(self, state: StoreState) -> None:
+        """steps/ keeps the finished attempts of complete trials only: the steps of a trial
+        whose part was set aside join it in quarantine/; parts of attempts that lost or never
+        finished, and everything in running/, are deleted."""
+        for path in self.list_parts(self.running_dir):
+            _delete_quietly(self.fs, path)
+        set_aside = {p.rsplit("/", 1)[-1].removeprefix("part-").split(".")[0]
+                     for p in state.set_aside if "/trials/" in p}
+        parts = self.list_parts(self.steps_dir)
+        for path in parts:
             tid, attempt = _parse_step_name(path)
-            row = complete.get(tid)
-            if row is not None and _attempt_of(row) and attempt != _attempt_of(row):
+            row = state.complete.get(tid)
+            counts = row is not None and _attempt_of(row) in ("", attempt)
+            if counts and not _is_report_part(path, parts):
+                continue
+            if tid in set_aside:
+                state.set_aside.append(self.set_aside(path))
+            else:
                 _delete_quietly(self.fs, path)
 
     def finished_row(self, trial_id: str) -> dict[str, Any] | None:
-        """The trial's row when its part exists, reads, and holds a finished (complete or
-        diverged) trial; else None."""
+        """The trial's row when its part exists, reads, holds a finished (complete or
+        diverged) trial, and the steps of its attempt are all there; else None."""
+        row = self._done_row(trial_id)
+        return row if row is not None and self._has_steps(row) else None
+
+    def _done_row(self, trial_id: str) -> dict[str, Any] | None:
+        """The trial part's row when it reads and its status is complete or diverged."""
         try:
             df = self.read_part(self.trial_part(trial_id))
         except (OSError, ValueError, pa.ArrowException):
@@ -309,24 +371,44 @@ class Store:
             return None
         return df.iloc[0].to_dict()
 
+    def _has_steps(self, row: dict[str, Any]) -> bool:
+        """The steps part of the row's attempt holds its `evals` rows (read from the part's
+        footer). Without this, a trial part written by an attempt whose steps a newer attempt
+        had just deleted (a worker of a killed driver finishing late) would count as done, and
+        the newer attempt would throw its own steps away."""
+        attempt, evals = _attempt_of(row), _count(row.get("evals"))
+        if not attempt or not evals:  # written without attempts (older versions), no steps
+            return True
+        path = self.step_part(str(row["trial_id"]), attempt)
+        try:
+            return pq.read_metadata(path, filesystem=self.fs).num_rows >= evals
+        except (OSError, ValueError, pa.ArrowException):
+            return False
+
     def is_complete(self, trial_id: str) -> bool:
-        """The trial part exists, reads, and holds a finished (complete or diverged) trial."""
+        """The trial is stored whole: see `finished_row`."""
         return self.finished_row(trial_id) is not None
 
     # -- writing trials ----------------------------------------------------------------------
     def start_attempt(self, trial_id: str) -> Attempt:
-        """A new attempt at a trial; step parts of earlier attempts of it are removed."""
-        for path in self.list_parts(self.steps_dir):
-            if _parse_step_name(path)[0] == trial_id:
+        """A new attempt at a trial; step parts of earlier attempts of it are removed, except
+        those of the attempt a finished trial part names (stored results are never lost)."""
+        done = self._done_row(trial_id)
+        keep = _attempt_of(done) if done is not None else ""
+        for path in self.list_parts(self.running_dir) + self.list_parts(self.steps_dir):
+            tid, attempt = _parse_step_name(path)
+            if tid == trial_id and not (keep and attempt == keep and "/steps/" in path):
                 _delete_quietly(self.fs, path)
         return Attempt(self, trial_id)
 
-    def write_failure(self, row: dict[str, Any]) -> bool:
-        """Record a trial that failed for good; never replaces a finished trial's part."""
+    def write_failure(self, row: dict[str, Any], axes: dict[str, str] | None = None) -> bool:
+        """Record a trial that failed for good; never replaces a finished trial's part.
+        `axes`: the types of the sweep's extra axis columns (schema.axis_types)."""
         tid = row["trial_id"]
         if self.is_complete(tid):
             return False
-        write_part_atomic(trial_frame({**row, "status": "failed"}), self.trial_part(tid), self.fs)
+        table = trial_table([{**row, "status": "failed"}], axes)
+        write_part_atomic(table, self.trial_part(tid), self.fs)
         return True
 
 
@@ -340,15 +422,17 @@ class Attempt:
         self.rows: list[dict[str, Any]] = []
 
     def write_step(self, report: dict[str, Any]) -> None:
-        """Flush one report as its own part, so a crash loses at most one eval interval."""
+        """Flush one report as its own part (in running/), so a crash loses at most one eval
+        interval."""
         row = {**_scalars(report), "trial_id": self.trial_id, "attempt": self.token}
         k = len(self.rows)
         self.rows.append(row)
-        write_part_atomic(step_frame([row]), self.store.step_part(self.trial_id, self.token, k),
+        write_part_atomic(step_table([row]), self.store.step_part(self.trial_id, self.token, k),
                           self.store.fs)
 
-    def finish(self, row: dict[str, Any]) -> bool:
-        """Compact the steps into one part, write the trial part, drop the per-report parts.
+    def finish(self, row: dict[str, Any], axes: dict[str, str] | None = None) -> bool:
+        """Write the steps as one part into steps/, then the trial part, then drop the
+        per-report parts. `axes`: the types of the sweep's extra axis columns.
 
         Returns False (and writes nothing) when the trial is already complete in the store:
         what is stored is never rewritten. The trial part is written last, so a crash before
@@ -358,10 +442,11 @@ class Attempt:
         if store.is_complete(tid):
             self.discard()
             return False
-        if self.rows:
-            write_part_atomic(step_frame(self.rows), store.step_part(tid, self.token), store.fs)
         full = {**row, "trial_id": tid, "attempt": self.token, "evals": len(self.rows)}
-        write_part_atomic(trial_frame(full), store.trial_part(tid), store.fs)
+        table = trial_table([full], axes)  # a row the schema refuses fails before any write
+        if self.rows:
+            write_part_atomic(step_table(self.rows), store.step_part(tid, self.token), store.fs)
+        write_part_atomic(table, store.trial_part(tid), store.fs)
         self._delete_report_parts()
         return True
 
@@ -375,6 +460,12 @@ class Attempt:
             _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
 
 
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    with warnings.catch_warnings():  # all-NA columns of older parts: their dtype is irrelevant
+        warnings.simplefilter("ignore", FutureWarning)
+        return pd.concat(frames, ignore_index=True)
+
+
 def _scalars(report: dict[str, Any]) -> dict[str, Any]:
     """Keep the report's plain values (numbers, strings, None); drop nested structures."""
     return {k: v for k, v in report.items()
@@ -386,6 +477,14 @@ def _parse_step_name(path: str) -> tuple[str, str]:
     stem = path.rsplit("/", 1)[1][len("part-"):-len(".parquet")]
     parts = stem.split("-")
     return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def _is_report_part(path: str, parts: list[str]) -> bool:
+    """A per-report part left in steps/ by an older version beside its attempt's compacted
+    part (which holds the same rows)."""
+    stem = path.rsplit("/", 1)[1]
+    pieces = stem.removesuffix(".parquet").split("-")
+    return len(pieces) == 4 and path.replace(f"-{pieces[3]}.parquet", ".parquet") in parts
 
 
 def _count(value: Any) -> int:

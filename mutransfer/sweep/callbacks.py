@@ -8,7 +8,7 @@ from ray.tune import Callback
 
 from mutransfer.results.store import Store
 from mutransfer.sweep.progress import Progress, fmt_value
-from mutransfer.sweep.trainable import base_row, payload_for
+from mutransfer.sweep.trainable import failure_row, payload_for
 
 
 class TuneProgress(Callback):
@@ -26,7 +26,13 @@ class TuneProgress(Callback):
         self.progress.started(trial.trial_id)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        status = (trial.last_result or {}).get("status", "complete")
+        result = trial.last_result or {}
+        status = result.get("status", "complete")
+        if status == "failed":  # a UserError, recorded by the trial itself: never retried
+            self.progress.finished(trial.trial_id, "failed")
+            self.progress.message(f"trial {_describe(trial, self.units)} failed (not retried: "
+                                  f"bad config or data): {result.get('error')}")
+            return
         self.progress.finished(trial.trial_id, "diverged" if status == "diverged" else "complete")
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -40,16 +46,12 @@ class TuneProgress(Callback):
         self.progress.message(f"trial {_describe(trial, self.units)} failed for good after "
                               f"{trial.num_failures} attempt(s): {reason}")
         try:
-            self.store.write_failure(self._failure_row(trial, reason))
+            payload = payload_for(trial.config, self.units)
+            self.store.write_failure(failure_row(payload, self.sweep, reason),
+                                     payload.get("axes"))
         except Exception as exc:  # the store may be what failed; the message above stands
             self.progress.message(f"  (could not record the failure in {self.store.location}: "
                                   f"{exc})")
-
-    def _failure_row(self, trial: Any, reason: str) -> dict[str, Any]:
-        payload = payload_for(trial.config, self.units)
-        outcome = {"diverged": False, "diverge_step": None}
-        return {**base_row(payload, self.sweep, outcome), "attempt": "", "evals": 0,
-                "error": reason}
 
 
 def _describe(trial: Any, units: dict[str, dict[str, Any]]) -> str:

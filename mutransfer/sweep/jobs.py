@@ -114,33 +114,56 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
                         f"({exc.strerror or exc})") from None
 
 
-def entrypoint(sweep_file: str, storage: str | None, analysis: bool) -> str:
+def entrypoint(sweep_file: str, storage: str | None, analysis: bool,
+               max_cells: int | None = None) -> str:
     # `python -m`: works whether mutransfer is installed on the cluster or only uploaded
     args = ["python", "-m", "mutransfer.cli", "sweep", sweep_file, "--address", "auto"]
     if storage:
         args += ["--storage", storage]
+    if max_cells is not None:
+        args += ["--max-cells", str(max_cells)]
     if not analysis:
         args.append("--no-analysis")
     return " ".join(shlex.quote(a) for a in args)
 
 
 def submit(path: str, address: str, working_dir: str | None = None, storage: str | None = None,
-           analysis: bool = True, job_id: str | None = None) -> str:
-    """Validate the sweep here, then send it as a job; returns the job id."""
+           analysis: bool = True, job_id: str | None = None, max_cells: int | None = None) -> str:
+    """Validate the sweep here, then send it as a job; returns the job id. The job's driver
+    takes the store's lease itself; a store that a driver holds already is refused here."""
     from mutransfer.sweep.driver import prepare
 
-    plan = prepare(path, storage=storage, check_data=False)  # the data lives on the cluster
+    # the data lives on the cluster
+    plan = prepare(path, storage=storage, check_data=False, max_cells=max_cells)
     check_storage_reachable(plan.spec.storage_location, address="remote")
+    _refuse_a_held_store(plan.spec.storage_location)
     root = Path(working_dir or os.getcwd()).resolve()
     rel = _inside(Path(path).resolve(), root)
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
     jobs = client(address)
     try:
         return _submit_when_an_agent_is_up(
-            jobs, entrypoint=entrypoint(rel, storage, analysis), runtime_env=runtime_env,
+            jobs, entrypoint=entrypoint(rel, storage, analysis, max_cells),
+            runtime_env=runtime_env,
             submission_id=job_id, metadata={"sweep": plan.spec.name})
     except (RuntimeError, ValueError, OSError) as exc:
         raise UserError(f"submitting {path} to {address} failed: {first_line(exc)}") from None
+
+
+def _refuse_a_held_store(location: str) -> None:
+    """Where this machine reaches the storage too (a shared path, a bucket), a live driver's
+    lease there refuses the job before it is sent; elsewhere the job's driver refuses."""
+    from mutransfer.results.lease import busy_message, live_holder
+    from mutransfer.results.store import Store
+
+    try:
+        store = Store(location)
+        store.check_is_store()
+        holder = live_holder(store) if store.exists() else None
+    except OSError:  # not reachable from here: the job checks on the cluster
+        return
+    if holder is not None:
+        raise UserError(busy_message(store, holder))
 
 
 # what Ray's dashboard answers while the head's job agent is still starting (a cluster just

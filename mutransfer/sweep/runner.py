@@ -60,12 +60,16 @@ class Work:
 
 
 def units_of(plan: Plan, work: Work) -> dict[str, dict[str, Any]]:
-    """What each trial needs on its worker, keyed by trial id (grid) or group id (adaptive)."""
+    """What each trial needs on its worker, keyed by trial id (grid) or group id (adaptive).
+    `axes`: the types of the sweep's extra axis columns, the same in every part it writes."""
+    from mutransfer.results.schema import axis_types
+
+    axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
     units = {c.trial_id: {"trial_id": c.trial_id, "config": c.config, "columns": c.columns,
-                          "search": "grid"} for c in work.cells}
+                          "search": "grid", "axes": axes} for c in work.cells}
     for g in work.groups:
         units[g.group_id] = {"config": g.config, "columns": g.columns,
-                             "search": plan.spec.search.kind}
+                             "search": plan.spec.search.kind, "axes": axes}
     return units
 
 

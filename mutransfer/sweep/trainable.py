@@ -2,7 +2,8 @@
 
 `run_unit` knows nothing of Ray (it is what the Ray trainable calls, and what tests can call
 directly); `tune_trainable` is the function Ray Tune runs. Any exception out of the trainer
-is a failure that Tune retries; a diverged trial is a result like any other.
+is a failure that Tune retries, but a UserError (bad config or data: it would fail again the
+same way) is recorded as failed at once; a diverged trial is a result like any other.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import socket
 import sys
 from typing import Any
 
+from mutransfer.errors import UserError, first_line
 from mutransfer.results.store import Store, versions
 from mutransfer.sweep.identity import canonical_json, trial_id
 
@@ -29,7 +31,8 @@ def payload_for(tune_config: dict[str, Any], units: dict[str, dict[str, Any]]) -
     config = json.loads(json.dumps(group["config"]))
     config["train"]["lr"] = lr
     return {"trial_id": trial_id(_validated(config)), "config": config,
-            "columns": {**group["columns"], "lr": lr}, "search": group["search"]}
+            "columns": {**group["columns"], "lr": lr}, "search": group["search"],
+            "axes": group.get("axes")}
 
 
 def _validated(config: dict[str, Any]) -> dict[str, Any]:
@@ -50,9 +53,15 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[s
         return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
     config = TrialConfig.model_validate(payload["config"])
-    result = run_trial(config, report=attempt.write_step)
+    try:
+        result = run_trial(config, report=attempt.write_step)
+    except UserError as exc:  # deterministic: not retried
+        attempt.discard()
+        row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
+        store.write_failure(row, payload.get("axes"))
+        return {**metrics_of(row), "error": row["error"]}
     row = trial_row(payload, result, sweep)
-    written = attempt.finish(row)
+    written = attempt.finish(row, payload.get("axes"))
     return metrics_of(row, skipped=not written)
 
 
@@ -65,6 +74,12 @@ def base_row(payload: dict[str, Any], sweep: str, outcome: dict[str, Any],
             **{k: _flat(v) for k, v in payload["columns"].items()}, **outcome,
             "search": payload.get("search", "grid"), "host": host, "versions": versions(),
             "config": canonical_json(payload["config"])}
+
+
+def failure_row(payload: dict[str, Any], sweep: str, reason: str) -> dict[str, Any]:
+    """The trials-table row of a trial that failed for good (no losses, status failed)."""
+    outcome = {"status": "failed", "diverged": False, "diverge_step": None}
+    return {**base_row(payload, sweep, outcome), "attempt": "", "evals": 0, "error": reason}
 
 
 def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any]:
@@ -111,9 +126,10 @@ def _finite(value: Any) -> bool:
 
 
 def metrics_of(row: dict[str, Any], skipped: bool = False) -> dict[str, Any]:
+    final = row.get("final_eval_loss")
     return {"trial_id": str(row["trial_id"]), "status": str(row["status"]),
-            "final_eval_loss": float(row["final_eval_loss"]), OBJECTIVE: objective(row),
-            "skipped": skipped}
+            "final_eval_loss": math.nan if final is None else float(final),
+            OBJECTIVE: objective(row), "skipped": skipped}
 
 
 def tune_trainable(tune_config: dict[str, Any], units: dict[str, dict[str, Any]],

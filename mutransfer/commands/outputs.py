@@ -1,0 +1,46 @@
+"""Checking where a command will write before it does any work: a run of minutes or hours must
+not end in a crash that loses its result because `--out` named a folder that is not there."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from mutransfer.errors import UserError
+
+
+def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
+    """`path` can be written as a file: its folder exists and takes a new file, and the path
+    is not a folder. Nothing is left behind."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    folder = p.parent
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: folder {folder} does not exist")
+    _probe(folder, option, path)
+
+
+def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
+    """`path` can be made (or is) a folder that takes new files: the nearest part of it that
+    exists is a folder and writable. Nothing is created."""
+    p = Path(path).expanduser().absolute()
+    existing = p
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == p else f"{existing} is a file, not a folder"
+        raise UserError(f"{option} {path}: {what}")
+    _probe(existing, option, path)
+
+
+def _probe(folder: Path, option: str, path: str | os.PathLike) -> None:
+    """Create and remove a temporary file in `folder` (permission bits do not tell for root,
+    nor for a read-only mount)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".mutransfer-probe-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write in {folder} "
+                        f"({exc.strerror or exc})") from None

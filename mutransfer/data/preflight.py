@@ -1,0 +1,43 @@
+"""Before a sweep runs: does each data source give batches of the shape its trials ask for?
+
+A source that cannot (a text file shorter than one sequence, an eval split too small) would
+fail every trial of the sweep, each after a worker started and loaded the data; here it fails
+once, on the driver, before any trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mutransfer.data.base import SPLITS
+from mutransfer.data.config import DataConfig
+from mutransfer.errors import UserError
+
+
+def check_batches(data: DataConfig, shapes: list[tuple[int, int]]) -> None:
+    """Draw one batch of each split for each (batch_size, seq_len); UserError when the source
+    cannot give one or gives another shape."""
+    from mutransfer.data.loader import load_data
+
+    source = load_data(data)
+    for batch_size, seq_len in shapes:
+        for split in SPLITS:
+            inputs, targets = next(source.batches(split, batch_size, seq_len, seed=0))
+            for name, tensor in (("inputs", inputs), ("targets", targets)):
+                if tuple(tensor.shape[:2]) != (batch_size, seq_len):
+                    raise UserError(f"the {split} split gives {name} of shape "
+                                    f"{tuple(tensor.shape)}, not batch_size x seq_len = "
+                                    f"({batch_size}, {seq_len})")
+
+
+def shapes_by_data(configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list]]:
+    """The distinct data configs of trial configs, each with its distinct (batch_size,
+    seq_len) pairs, in first-seen order."""
+    found: dict[str, tuple[dict[str, Any], list[tuple[int, int]]]] = {}
+    for config in configs:
+        key = repr(sorted(config["data"].items()))
+        shape = (int(config["train"]["batch_size"]), int(config["train"]["seq_len"]))
+        entry = found.setdefault(key, (config["data"], []))
+        if shape not in entry[1]:
+            entry[1].append(shape)
+    return list(found.values())
