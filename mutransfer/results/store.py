@@ -26,7 +26,8 @@ from mutransfer.results.fs import absolute_location, join, resolve
 
 TRIAL_COLUMNS = [
     "trial_id", "sweep", "width", "parameterization", "lr", "seed", "optimizer", "status",
-    "diverged", "diverge_step", "final_eval_loss", "best_eval_loss", "initial_loss",
+    "diverged", "diverge_step", "final_eval_loss", "best_eval_loss", "last_finite_loss",
+    "initial_loss",
     "steps_done", "tokens", "wall_time_s", "tokens_per_s", "search", "host", "versions", "config",
     "attempt", "evals", "error",
 ]
@@ -37,7 +38,8 @@ STEP_COLUMNS = [
 DONE_STATUSES = ("complete", "diverged")  # a diverged trial is a result, not a failure
 
 _INT = ("width", "seed", "steps_done", "tokens", "evals")
-_FLOAT = ("lr", "final_eval_loss", "best_eval_loss", "initial_loss", "wall_time_s", "tokens_per_s")
+_FLOAT = ("lr", "final_eval_loss", "best_eval_loss", "last_finite_loss", "initial_loss",
+          "wall_time_s", "tokens_per_s")
 _STEP_INT = ("step", "tokens")
 _STEP_FLOAT = ("train_loss", "eval_loss", "lr", "grad_norm", "tokens_per_s")
 
