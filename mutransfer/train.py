@@ -186,8 +186,9 @@ def _config_text(config: TrialConfig) -> str:
 def _snapshot(trial: _Trial, loop: _Loop, wall_s: float) -> dict[str, Any]:
     """The full loop state as plain containers of tensors and numbers (`weights_only` loads)."""
     rng = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
+    device = trial.stepper.device
+    if device.type == "cuda":  # only then: querying CUDA would start a context on a CPU trial
+        rng["cuda"] = torch.cuda.get_rng_state(device)
     return {"format": STATE_FORMAT, "config": _config_text(trial.config), "step": loop.step,
             "model": trial.model.state_dict(), "optimizer": trial.opt.state_dict(), "rng": rng,
             "history": [dict(p) for p in loop.history], "initial": loop.initial,
@@ -203,8 +204,8 @@ def _restore(trial: _Trial, state: dict[str, Any]) -> _Loop:
     trial.model.load_state_dict(state["model"])
     trial.opt.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"]["torch"])
-    if "cuda" in state["rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    if trial.stepper.device.type == "cuda" and "cuda" in state["rng"]:
+        torch.cuda.set_rng_state(state["rng"]["cuda"], trial.stepper.device)
     monitor = _monitor(trial.config, float(state["initial"]))
     monitor.load_state_dict(state["monitor"])
     return _Loop(step=int(state["step"]), history=list(state["history"]), monitor=monitor,
@@ -241,15 +242,15 @@ def run_trial(config: TrialConfig, report: Report | None = None,
     for point in loop.history:
         if report:
             report(point)
-    _train(trial, loop, report, checkpoint,
-           wall_s=lambda: loop.earlier_wall_s + time.perf_counter() - start)
+    _train(trial, loop, report, checkpoint, start)
     return _result(trial.config, loop, loop.earlier_wall_s + time.perf_counter() - start,
                    resumed_from)
 
 
 def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkpointer | None,
-           wall_s: Callable[[], float]) -> None:
-    """Steps loop.step + 1 ... total, or until the monitor calls divergence."""
+           start: float) -> None:
+    """Steps loop.step + 1 ... total, or until the monitor calls divergence. `start`: when
+    this call of run_trial began (the checkpoint's wall time adds the earlier attempts')."""
     t = trial.config.train
     total, per_step = t.total_steps, t.batch_size * t.seq_len
     # batch i of the stream is drawn from (seed, i): starting at loop.step costs nothing
@@ -279,7 +280,8 @@ def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkp
             return
         loop.step = step
         if checkpoint is not None and step < total:
-            checkpoint.save(_snapshot(trial, loop, wall_s()))
+            wall_s = loop.earlier_wall_s + time.perf_counter() - start
+            checkpoint.save(_snapshot(trial, loop, wall_s))
         losses, window_start = [], time.perf_counter()
 
 
