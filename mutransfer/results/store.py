@@ -26,8 +26,8 @@ from mutransfer.results.fs import absolute_location, join, resolve
 
 TRIAL_COLUMNS = [
     "trial_id", "sweep", "width", "parameterization", "lr", "seed", "optimizer", "status",
-    "diverged", "diverge_step", "final_eval_loss", "best_eval_loss", "last_finite_loss",
-    "initial_loss",
+    "diverged", "diverge_step", "final_eval_loss", "best_eval_loss", "initial_loss",
+    "last_finite_loss",  # diverged trials: the last finite loss (final/best are then null)
     "steps_done", "tokens", "wall_time_s", "tokens_per_s", "search", "host", "versions", "config",
     "attempt", "evals", "error",
 ]
