@@ -58,7 +58,18 @@ class TrainConfig(StrictModel):
     grad_clip: float | None = Field(1.0, gt=0)
     seed: int = 0
     device: Literal["cpu", "cuda", "auto"] = "cpu"
-    diverge_delta: float = Field(1.0, gt=0)  # diverged when loss > initial loss + this (nats)
+    # Divergence (mutransfer/divergence.py; docs/results-format.md, "Divergence")
+    diverge_delta: float = Field(1.0, gt=0, description=(
+        "nats above the initial eval loss that count as worse than the start: a trial has "
+        "diverged when its smoothed train loss stays above initial + this for "
+        "diverge_patience steps (or an eval loss and the smoothed train loss are both above "
+        "it); a non-finite loss is divergence at once"))
+    diverge_smoothing: float = Field(0.9, ge=0, lt=1, description=(
+        "EMA factor per step of the smoothed train loss (0: the raw minibatch loss); it starts "
+        "at the initial eval loss"))
+    diverge_patience: int = Field(10, ge=1, description=(
+        "consecutive steps the smoothed train loss must stay above the bound before the trial "
+        "counts as diverged (smoothing 0 and patience 1: one minibatch above it is enough)"))
 
     @property
     def total_steps(self) -> int:

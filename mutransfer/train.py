@@ -1,31 +1,50 @@
 """One trial: a config in, losses out. Knows nothing of Ray or sweeps.
 
-Divergence is a result: a non-finite loss, or one above the initial loss + `diverge_delta`,
-stops the trial and returns status "diverged" with the step; no exception escapes for it.
+Divergence is a result: the rule of mutransfer/divergence.py (a non-finite loss, or a smoothed
+train loss that stays above the initial loss + `train.diverge_delta` for
+`train.diverge_patience` steps) stops the trial and returns status "diverged" with the step;
+no exception escapes for it, and the trial reports no final or best loss it did not reach.
+
+Resuming: given a `Checkpointer`, the loop saves its whole state at eval points (model,
+optimizer, RNG, step, history, divergence monitor; the LR schedule and the data stream are
+functions of the step) and a later call with the same config resumes from the last one, with
+the losses an uninterrupted run would have had.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
-from mutransfer.data.base import IGNORE_INDEX
+from mutransfer.data.base import IGNORE_INDEX, DataSource
+from mutransfer.divergence import DivergenceMonitor
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
 from mutransfer.optim import lr_factor, make_optimizer, set_lr
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
 SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
+STATE_FORMAT = 1  # version of the checkpointed loop state; another version is not resumed
 
 Report = Callable[[dict[str, Any]], None]
+
+
+class Checkpointer(Protocol):
+    """Where a trial's loop state goes (mutransfer/results/checkpoints.py for sweeps). `save`
+    must serialize or copy the state before it returns: its tensors are the live ones."""
+
+    def load(self) -> dict[str, Any] | None: ...
+
+    def save(self, state: dict[str, Any]) -> bool: ...
 
 
 @dataclass
@@ -33,15 +52,17 @@ class TrialResult:
     status: str  # "complete" or "diverged"
     diverged: bool
     diverge_step: int | None
-    final_eval_loss: float
-    best_eval_loss: float
+    final_eval_loss: float | None  # None for a diverged trial: it reached no final loss
+    best_eval_loss: float | None  # None for a diverged trial
     initial_loss: float
     steps_done: int
     tokens: int
     wall_time_s: float
     tokens_per_s: float
     history: list[dict] = field(default_factory=list)
-    last_finite_loss: float = float("nan")  # last finite train/eval loss (before divergence)
+    last_finite_loss: float = float("nan")  # last finite loss before divergence; else final
+    diverge_reason: str | None = None
+    resumed_from: int | None = None  # the step a checkpoint restored, when one did
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,15 +123,19 @@ class _Stepper:
         return sum(losses) / len(losses)
 
 
-def _eval_batches(source, cfg: TrialConfig) -> list:
-    t = cfg.train
-    it: Iterator = source.batches("eval", t.batch_size, t.seq_len, seed=EVAL_SEED)
-    return [next(it) for _ in range(t.eval_batches)]
+@dataclass
+class _Trial:
+    """What one trial trains with, built from its config and seed."""
+
+    config: TrialConfig
+    source: DataSource
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    stepper: _Stepper
+    eval_set: list
 
 
-def run_trial(config: TrialConfig, report: Report | None = None) -> TrialResult:
-    """Train one model as `config` says; call `report` at every eval (step 0 included)."""
-    start = time.perf_counter()
+def _build(config: TrialConfig) -> _Trial:
     t = config.train
     torch.manual_seed(t.seed)
     device = resolve_device(t.device)
@@ -121,57 +146,159 @@ def run_trial(config: TrialConfig, report: Report | None = None) -> TrialResult:
     model = build_model(config, source.spec, sample=sample).to(device)
     opt = make_optimizer(model, config)
     stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss))
-    eval_set = _eval_batches(source, config)
-    batches = source.batches("train", t.batch_size, t.seq_len, seed=t.seed)
-    total = t.total_steps
-    tokens_per_step = t.batch_size * t.seq_len
+    it: Iterator = source.batches("eval", t.batch_size, t.seq_len, seed=EVAL_SEED)
+    eval_set = [next(it) for _ in range(t.eval_batches)]
+    return _Trial(config, source, model, opt, stepper, eval_set)
 
-    history: list[dict] = []
-    initial = stepper.evaluate(eval_set)
-    bound = initial + t.diverge_delta
+
+@dataclass
+class _Loop:
+    """What the training loop carries from one eval point to the next."""
+
+    step: int  # the last eval point reached (0 before training)
+    history: list[dict]
+    monitor: DivergenceMonitor
+    initial: float
+    train_s: float = 0.0  # seconds spent training, not evaluating: the throughput's clock
+    earlier_wall_s: float = 0.0  # wall time of earlier attempts, up to their checkpoint
+
+
+def _monitor(config: TrialConfig, initial: float) -> DivergenceMonitor:
+    t = config.train
+    return DivergenceMonitor(initial, t.diverge_delta, t.diverge_smoothing, t.diverge_patience)
+
+
+def _first_point(trial: _Trial) -> _Loop:
+    """Step 0: the initial eval loss, which the divergence bound is measured from."""
+    t = trial.config.train
+    initial = trial.stepper.evaluate(trial.eval_set)
     point = {"step": 0, "tokens": 0, "train_loss": float("nan"), "eval_loss": initial,
-             "lr": t.lr * lr_factor(0, total, t.warmup, t.schedule, t.min_lr_ratio),
+             "lr": t.lr * lr_factor(0, t.total_steps, t.warmup, t.schedule, t.min_lr_ratio),
              "grad_norm": float("nan"), "tokens_per_s": 0.0}
-    history.append(point)
-    if report:
-        report(point)
+    return _Loop(step=0, history=[point], monitor=_monitor(trial.config, initial),
+                 initial=initial)
 
-    diverged_at, last_finite = None, initial
-    losses, window_start, train_time, step = [], time.perf_counter(), 0.0, 0
-    for step in range(1, total + 1):
-        lr = set_lr(opt, t.lr, lr_factor(step - 1, total, t.warmup, t.schedule, t.min_lr_ratio))
-        loss, norm = stepper.train_step(*next(batches))
-        if not math.isfinite(loss) or loss > bound:
-            diverged_at = step
-            break
-        last_finite = loss
+
+def _config_text(config: TrialConfig) -> str:
+    return config.model_dump_json()
+
+
+def _snapshot(trial: _Trial, loop: _Loop, wall_s: float) -> dict[str, Any]:
+    """The full loop state as plain containers of tensors and numbers (`weights_only` loads)."""
+    rng = {"torch": torch.get_rng_state()}
+    device = trial.stepper.device
+    if device.type == "cuda":  # only then: querying CUDA would start a context on a CPU trial
+        rng["cuda"] = torch.cuda.get_rng_state(device)
+    return {"format": STATE_FORMAT, "config": _config_text(trial.config), "step": loop.step,
+            "model": trial.model.state_dict(), "optimizer": trial.opt.state_dict(), "rng": rng,
+            "history": [dict(p) for p in loop.history], "initial": loop.initial,
+            "monitor": loop.monitor.state_dict(), "train_s": loop.train_s, "wall_s": wall_s}
+
+
+def _restore(trial: _Trial, state: dict[str, Any]) -> _Loop:
+    """Load `state` into `trial`; raises ValueError (or a torch error) when it does not fit."""
+    if state.get("format") != STATE_FORMAT:
+        raise ValueError(f"state format {state.get('format')!r}, expected {STATE_FORMAT}")
+    if state.get("config") != _config_text(trial.config):
+        raise ValueError("saved by a different trial config")
+    trial.model.load_state_dict(state["model"])
+    trial.opt.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if trial.stepper.device.type == "cuda" and "cuda" in state["rng"]:
+        torch.cuda.set_rng_state(state["rng"]["cuda"], trial.stepper.device)
+    monitor = _monitor(trial.config, float(state["initial"]))
+    monitor.load_state_dict(state["monitor"])
+    return _Loop(step=int(state["step"]), history=list(state["history"]), monitor=monitor,
+                 initial=float(state["initial"]), train_s=float(state["train_s"]),
+                 earlier_wall_s=float(state["wall_s"]))
+
+
+def _start(config: TrialConfig, checkpoint: Checkpointer | None) -> tuple[_Trial, _Loop, bool]:
+    """The trial and its loop state: resumed from the checkpoint when there is a usable one,
+    else built from the seed; the flag says whether it resumed."""
+    saved = checkpoint.load() if checkpoint is not None else None
+    trial = _build(config)
+    if saved is not None:
+        try:
+            return trial, _restore(trial, saved), True
+        except Exception as exc:  # unusable: start over from a clean build (it may be half-set)
+            warnings.warn(f"checkpoint not resumed ({type(exc).__name__}: {exc}); "
+                          f"the trial starts from step 0", stacklevel=3)
+            trial = _build(config)
+    return trial, _first_point(trial), False
+
+
+def run_trial(config: TrialConfig, report: Report | None = None,
+              checkpoint: Checkpointer | None = None) -> TrialResult:
+    """Train one model as `config` says; call `report` at every eval (step 0 included).
+
+    With `checkpoint`, resume from its saved state if it holds one (the eval points before it
+    are reported again first, so `report` always sees every eval point of the trial once, in
+    order) and offer it the loop state at every eval point but the last.
+    """
+    start = time.perf_counter()
+    trial, loop, resumed = _start(config, checkpoint)
+    resumed_from = loop.step if resumed else None
+    for point in loop.history:
+        if report:
+            report(point)
+    _train(trial, loop, report, checkpoint, start)
+    return _result(trial.config, loop, loop.earlier_wall_s + time.perf_counter() - start,
+                   resumed_from)
+
+
+def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkpointer | None,
+           start: float) -> None:
+    """Steps loop.step + 1 ... total, or until the monitor calls divergence. `start`: when
+    this call of run_trial began (the checkpoint's wall time adds the earlier attempts')."""
+    t = trial.config.train
+    total, per_step = t.total_steps, t.batch_size * t.seq_len
+    # batch i of the stream is drawn from (seed, i): starting at loop.step costs nothing
+    batches = trial.source.batches("train", t.batch_size, t.seq_len, seed=t.seed, start=loop.step)
+    losses, window_start = [], time.perf_counter()
+    for step in range(loop.step + 1, total + 1):
+        lr = set_lr(trial.opt, t.lr,
+                    lr_factor(step - 1, total, t.warmup, t.schedule, t.min_lr_ratio))
+        loss, norm = trial.stepper.train_step(*next(batches))
+        if loop.monitor.train_loss(step, loss):
+            return
         losses.append(loss)
-        if step % t.eval_every == 0 or step == total:
-            grad_norm = norm.item()  # before the clock: it waits for the step's backward
-            now = time.perf_counter()
-            train_time += now - window_start
-            ev = stepper.evaluate(eval_set)
-            point = {"step": step, "tokens": step * tokens_per_step,
-                     "train_loss": sum(losses) / len(losses), "eval_loss": ev,
-                     "lr": lr, "grad_norm": grad_norm,
-                     "tokens_per_s": len(losses) * tokens_per_step / max(now - window_start, 1e-9)}
-            history.append(point)
-            if report:
-                report(point)
-            losses, window_start = [], time.perf_counter()
-            if not math.isfinite(ev) or ev > bound:
-                diverged_at = step
-                break
-            last_finite = ev
+        if step % t.eval_every and step != total:
+            continue
+        grad_norm = norm.item()  # before the clock: it waits for the step's backward
+        now = time.perf_counter()
+        loop.train_s += now - window_start
+        ev = trial.stepper.evaluate(trial.eval_set)
+        point = {"step": step, "tokens": step * per_step,
+                 "train_loss": sum(losses) / len(losses), "eval_loss": ev, "lr": lr,
+                 "grad_norm": grad_norm,
+                 "tokens_per_s": len(losses) * per_step / max(now - window_start, 1e-9)}
+        loop.history.append(point)
+        if report:
+            report(point)
+        if loop.monitor.eval_loss(step, ev):
+            return
+        loop.step = step
+        if checkpoint is not None and step < total:
+            wall_s = loop.earlier_wall_s + time.perf_counter() - start
+            checkpoint.save(_snapshot(trial, loop, wall_s))
+        losses, window_start = [], time.perf_counter()
 
-    evals = [h["eval_loss"] for h in history if math.isfinite(h["eval_loss"])]
-    steps_done = (diverged_at - 1) if diverged_at else total
-    final_eval = evals[-1]  # for a diverged trial: the last finite eval loss
-    wall = time.perf_counter() - start
-    tokens = steps_done * tokens_per_step
+
+def _result(config: TrialConfig, loop: _Loop, wall: float, resumed_from: int | None
+            ) -> TrialResult:
+    t, monitor = config.train, loop.monitor
+    per_step = t.batch_size * t.seq_len
+    diverged = monitor.diverged
+    steps_done = monitor.diverged_at - 1 if diverged else t.total_steps
+    evals = [h["eval_loss"] for h in loop.history]
+    tokens = steps_done * per_step
     return TrialResult(
-        status="diverged" if diverged_at else "complete", diverged=diverged_at is not None,
-        diverge_step=diverged_at, final_eval_loss=final_eval, best_eval_loss=min(evals),
-        initial_loss=initial, steps_done=steps_done, tokens=tokens, wall_time_s=wall,
-        tokens_per_s=tokens / train_time if train_time > 0 else 0.0, history=history,
-        last_finite_loss=last_finite)
+        status="diverged" if diverged else "complete", diverged=diverged,
+        diverge_step=monitor.diverged_at,
+        final_eval_loss=None if diverged else evals[-1],
+        best_eval_loss=None if diverged else min(evals), initial_loss=loop.initial,
+        steps_done=steps_done, tokens=tokens, wall_time_s=wall,
+        tokens_per_s=tokens / loop.train_s if loop.train_s > 0 else 0.0, history=loop.history,
+        last_finite_loss=monitor.last_finite if diverged else evals[-1],
+        diverge_reason=monitor.reason, resumed_from=resumed_from)

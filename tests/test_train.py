@@ -56,7 +56,44 @@ def test_a_far_too_large_lr_ends_as_diverged_with_its_step():
     assert result.status == "diverged" and result.diverged
     assert 1 <= result.diverge_step <= 30
     assert result.steps_done == result.diverge_step - 1
-    assert math.isfinite(result.final_eval_loss) and math.isfinite(result.last_finite_loss)
+    assert math.isfinite(result.last_finite_loss)
+
+
+def test_a_diverged_trial_reports_no_final_or_best_loss_it_did_not_reach():
+    result = run_trial(tiny(lr=50.0, steps=30, eval_every=10, grad_clip=None))
+    assert result.diverged
+    assert result.final_eval_loss is None and result.best_eval_loss is None
+    # the loss it had before the step that diverged, not the initial loss
+    assert math.isfinite(result.last_finite_loss)
+    assert result.last_finite_loss != result.initial_loss
+
+
+def test_a_complete_trial_reports_its_final_eval_loss_as_last_finite_loss():
+    result = run_trial(tiny())
+    assert result.last_finite_loss == result.final_eval_loss == result.history[-1]["eval_loss"]
+
+
+# A tiny model whose warm-up has minibatch loss spikes several nats over the initial loss
+# (+7.7 at step 4, above initial + 1 at steps 4, 5 and 7) and that then trains to ~3.7 from 5.5.
+SPIKY = {"lr": 0.25, "steps": 30, "batch_size": 4, "seq_len": 32, "warmup": 3,
+         "eval_every": 10, "optimizer": "adamw"}
+
+
+def test_a_transient_warm_up_spike_is_not_divergence():
+    result = run_trial(tiny(**SPIKY))
+    assert result.status == "complete" and not result.diverged
+    assert result.final_eval_loss < result.initial_loss - 1.0
+
+
+def test_one_minibatch_above_the_bound_is_divergence_with_smoothing_0_and_patience_1():
+    """The old rule, still expressible: the same spike then stops the trial."""
+    result = run_trial(tiny(**SPIKY, diverge_smoothing=0.0, diverge_patience=1))
+    assert result.diverged and result.diverge_step <= 10  # in warm-up, at the first spike
+
+
+def test_an_exploding_lr_stops_within_a_few_dozen_steps():
+    result = run_trial(tiny(lr=10.0, steps=200, eval_every=50))
+    assert result.diverged and result.diverge_step <= 30
 
 
 def test_token_budget_sets_the_number_of_steps():

@@ -66,12 +66,15 @@ def run(args) -> int:
     result = run_trial(cfg, report=progress)
     progress.close()
     if result.diverged:
-        print(f"diverged at step {result.diverge_step} (last finite loss "
-              f"{result.last_finite_loss:.4f}, initial {result.initial_loss:.4f})")
-    print(f"status {result.status}: eval loss {result.initial_loss:.4f} -> "
-          f"{result.final_eval_loss:.4f} (best {result.best_eval_loss:.4f}), "
-          f"{result.steps_done} steps, {result.tokens:,} tokens, {result.wall_time_s:.1f} s, "
-          f"{result.tokens_per_s:,.0f} tok/s")
+        print(f"status diverged at step {result.diverge_step} ({result.diverge_reason}): "
+              f"last finite loss {result.last_finite_loss:.4f}, initial "
+              f"{result.initial_loss:.4f}; no final loss, {result.steps_done} steps, "
+              f"{result.wall_time_s:.1f} s")
+    else:
+        print(f"status {result.status}: eval loss {result.initial_loss:.4f} -> "
+              f"{result.final_eval_loss:.4f} (best {result.best_eval_loss:.4f}), "
+              f"{result.steps_done} steps, {result.tokens:,} tokens, "
+              f"{result.wall_time_s:.1f} s, {result.tokens_per_s:,.0f} tok/s")
     if args.out:
         Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
     return 0

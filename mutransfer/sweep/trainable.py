@@ -41,20 +41,31 @@ def _validated(config: dict[str, Any]) -> dict[str, Any]:
     return TrialConfig.model_validate(config).model_dump(mode="json")
 
 
-def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[str, Any]:
-    """Run one trial unless the store already holds it; return the metrics for Tune."""
+def run_unit(payload: dict[str, Any], store_location: str, sweep: str,
+             save_every_eval: bool = False) -> dict[str, Any]:
+    """Run one trial unless the store already holds it; return the metrics for Tune.
+
+    A trial that an earlier attempt checkpointed (a retry, a lost node, a killed driver)
+    resumes from its checkpoint; the resumed attempt writes every step row again under its
+    own token, so the store holds each once. The checkpoint is removed once the trial part is
+    stored. Checkpoints are written at eval points, as often as costs at most
+    checkpoints.MAX_OVERHEAD of the trial's time (`save_every_eval`: at every one).
+    """
     from mutransfer.config import TrialConfig
+    from mutransfer.results.checkpoints import MAX_OVERHEAD, TrialCheckpoint
     from mutransfer.train import run_trial
 
     store = Store(store_location)
     tid = payload["trial_id"]
+    checkpoint = TrialCheckpoint(store, tid, None if save_every_eval else MAX_OVERHEAD)
     stored = store.finished_row(tid)
     if stored is not None:  # e.g. an Optuna proposal equal to a stored trial
+        checkpoint.remove()
         return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
     config = TrialConfig.model_validate(payload["config"])
     try:
-        result = run_trial(config, report=attempt.write_step)
+        result = run_trial(config, report=attempt.write_step, checkpoint=checkpoint)
     except UserError as exc:  # deterministic: not retried
         attempt.discard()
         row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
@@ -62,7 +73,8 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str) -> dict[s
         return {**metrics_of(row), "error": row["error"]}
     row = trial_row(payload, result, sweep)
     written = attempt.finish(row, payload.get("axes"))
-    return metrics_of(row, skipped=not written)
+    checkpoint.remove()  # stored now (by this attempt or another): nothing left to resume
+    return metrics_of(row, skipped=not written, resumed_from=result.resumed_from)
 
 
 def base_row(payload: dict[str, Any], sweep: str, outcome: dict[str, Any],
@@ -83,11 +95,13 @@ def failure_row(payload: dict[str, Any], sweep: str, reason: str) -> dict[str, A
 
 
 def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any]:
-    """The trials-table row of a finished trial (docs/results-format.md)."""
+    """The trials-table row of a finished trial (docs/results-format.md); a diverged trial's
+    final and best losses are None (stored as nulls)."""
     outcome = {
         "status": result.status, "diverged": bool(result.diverged),
         "diverge_step": result.diverge_step, "final_eval_loss": result.final_eval_loss,
-        "best_eval_loss": result.best_eval_loss, "initial_loss": result.initial_loss,
+        "best_eval_loss": result.best_eval_loss, "last_finite_loss": result.last_finite_loss,
+        "initial_loss": result.initial_loss,
         "steps_done": result.steps_done, "tokens": result.tokens,
         "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
     }
@@ -113,8 +127,8 @@ def _flat(value: Any) -> Any:
 
 
 def objective(row: dict[str, Any]) -> float:
-    """What adaptive search minimizes: the final eval loss; a diverged trial scores as if it
-    had learned nothing (its initial loss), so the searcher steers away from it."""
+    """What adaptive search minimizes: the final eval loss; a diverged trial (no final loss)
+    scores as if it had learned nothing (its initial loss), so the searcher steers away."""
     final, initial = row.get("final_eval_loss"), row.get("initial_loss")
     if not row.get("diverged") and _finite(final):
         return float(final)
@@ -125,11 +139,14 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def metrics_of(row: dict[str, Any], skipped: bool = False) -> dict[str, Any]:
+def metrics_of(row: dict[str, Any], skipped: bool = False,
+               resumed_from: int | None = None) -> dict[str, Any]:
+    """What Tune gets back; a missing final loss (a diverged trial) is NaN; `resumed_from`:
+    the step this attempt resumed at from a checkpoint (None: it started at step 0)."""
     final = row.get("final_eval_loss")
     return {"trial_id": str(row["trial_id"]), "status": str(row["status"]),
-            "final_eval_loss": math.nan if final is None else float(final),
-            OBJECTIVE: objective(row), "skipped": skipped}
+            "final_eval_loss": float(final) if _finite(final) else float("nan"),
+            OBJECTIVE: objective(row), "skipped": skipped, "resumed_from": resumed_from}
 
 
 def tune_trainable(tune_config: dict[str, Any], units: dict[str, dict[str, Any]],
