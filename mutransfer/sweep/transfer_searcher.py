@@ -1,0 +1,62 @@
+"""The transfer search as Ray Tune's searcher: hands out the trial ids of the cells the search
+(mutransfer/sweep/transfer.py) wants, one per Tune trial, and feeds each outcome back.
+
+Families progress independently: whichever family has a cell to run gets the next free slot,
+the widest cells first. `suggest` answers None while every wanted cell is running (Tune asks
+again later) and FINISHED once nothing runs and nothing is left, so the Tuner ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from mutransfer.sweep.progress import Progress
+from mutransfer.sweep.trainable import OBJECTIVE
+from mutransfer.sweep.transfer import Outcome, TransferSearch
+
+
+class TransferSearcher(Searcher):
+    def __init__(self, search: TransferSearch, progress: Progress | None = None):
+        super().__init__(metric=OBJECTIVE, mode="min")
+        self.search = search
+        self.progress = progress
+        self.owner: dict[str, str] = {}  # Tune's trial id -> the cell's trial id
+        self.proposed = 0
+        self._report()
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True  # the space is the plan's cells
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        cell = self.search.next_trial()
+        if cell is None:
+            return Searcher.FINISHED if self.search.idle else None
+        self.owner[trial_id] = cell
+        self.proposed += 1
+        self._report()
+        return {"trial_id": cell}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # one result per trial, at its end
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        cell = self.owner.pop(trial_id, None)
+        if cell is None:
+            return
+        if error or not result:
+            self.search.fail(cell)
+        else:
+            self.search.finish(cell, Outcome.of_row(result))
+        self._report()
+
+    def _report(self) -> None:
+        """What the search decided (windows opened, widths settled) and the count it expects."""
+        if self.progress is None:
+            return
+        for line in self.search.news():
+            self.progress.message(line)
+        self.progress.expected = self.search.expected()
