@@ -101,3 +101,12 @@ def test_progress_without_a_known_total_shows_the_expected_count():
     p.expected = 0  # never fewer than started
     p.started("b")
     assert "/~2]" in p.line()
+
+
+def test_progress_writing_to_a_file_can_be_pickled_as_tune_pickles_its_callbacks(tmp_path):
+    import ray.cloudpickle
+
+    with open(tmp_path / "log.txt", "w") as log:
+        progress = Progress(3, out=log)
+        copy = ray.cloudpickle.loads(ray.cloudpickle.dumps(progress))
+        assert copy.total == 3 and progress.out is log

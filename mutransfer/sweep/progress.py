@@ -41,6 +41,11 @@ class Progress:
         self._last_line = ""
         self._drawn = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks and searcher (which hold this) into a state file of its
+        own; an open file cannot be pickled, and a copy has nothing to write to anyway."""
+        return {**self.__dict__, "out": None}
+
     # -- events ------------------------------------------------------------------------------
     def started(self, key: str) -> None:
         if key not in self._started:

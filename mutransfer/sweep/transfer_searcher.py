@@ -53,6 +53,12 @@ class TransferSearcher(Searcher):
             self.search.finish(cell, Outcome.of_row(result))
         self._report()
 
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the store is the search's checkpoint (a re-run replays it)."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to restore (see `save`)."""
+
     def _report(self) -> None:
         """What the search decided (windows opened, widths settled) and the count it expects."""
         if self.progress is None:
