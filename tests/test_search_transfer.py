@@ -275,3 +275,46 @@ def test_bounds_and_expected_count():
     assert most == len(grid)
     assert least == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 3)
     assert search.expected() == least  # nothing run yet: the full grids and first windows
+
+
+def drive(searcher, truth: Planted, by_id: dict[str, Cell], fail: str | None = None) -> list:
+    """Play Tune: ask for trials until FINISHED, completing the oldest when none is offered;
+    the cell `fail` fails for good. The cells handed out, in order."""
+    from ray.tune.search import Searcher
+
+    handed = []
+    for n in range(10_000):
+        suggestion = searcher.suggest(f"tune-{n}")
+        if suggestion == Searcher.FINISHED:
+            return handed
+        if suggestion is not None:
+            handed.append(suggestion["trial_id"])
+            continue
+        tune_id = next(iter(searcher.owner))  # nothing offered: the oldest running ends
+        cell = searcher.owner[tune_id]
+        if cell == fail:
+            searcher.on_trial_complete(tune_id, None, error=True)
+            continue
+        out = truth(by_id[cell])
+        searcher.on_trial_complete(tune_id, {"trial_id": cell, "final_eval_loss": out.loss,
+                                             "status": "diverged" if out.diverged else
+                                             "complete"})
+    raise AssertionError("the searcher never finished")
+
+
+def test_the_tune_searcher_hands_out_cells_until_none_is_left_then_finishes():
+    from mutransfer.sweep.transfer_searcher import TransferSearcher
+
+    grid = cells(widths=[32, 64])
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    handed = drive(TransferSearcher(search), Planted(), by_id)
+    assert len(handed) == len(set(handed)) and search.complete() and not search.running
+
+    # a cell that fails for good stops its family (a re-run retries it); the searcher ends
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    first_mup = next(c.trial_id for c in grid if c.columns["parameterization"] == "mup")
+    handed = drive(TransferSearcher(search), Planted(), by_id, fail=first_mup)
+    assert search.failed == {first_mup} and not search.complete()
+    assert {by_id[t].width for t in handed if by_id[t].columns["parameterization"] == "sp"} == \
+        {32, 64}

@@ -13,40 +13,27 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from mutransfer.sweep.progress import Progress
-from mutransfer.sweep.trainable import OBJECTIVE
+from mutransfer.sweep.studies import OwnedSearcher
 from mutransfer.sweep.transfer import Outcome, TransferSearch
 
 
-class TransferSearcher(Searcher):
+class TransferSearcher(OwnedSearcher):
     def __init__(self, search: TransferSearch, progress: Progress | None = None):
-        super().__init__(metric=OBJECTIVE, mode="min")
+        super().__init__()  # owner: Tune's trial id -> the cell's trial id
         self.search = search
         self.progress = progress
-        self.owner: dict[str, str] = {}  # Tune's trial id -> the cell's trial id
-        self.proposed = 0
         self._report()
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
-                              **spec: Any) -> bool:
-        return True  # the space is the plan's cells
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         cell = self.search.next_trial()
         if cell is None:
             return Searcher.FINISHED if self.search.idle else None
         self.owner[trial_id] = cell
-        self.proposed += 1
         self._report()
         return {"trial_id": cell}
 
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        pass  # one result per trial, at its end
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None,
-                          error: bool = False) -> None:
-        cell = self.owner.pop(trial_id, None)
-        if cell is None:
-            return
+    def unit_complete(self, cell: str, trial_id: str, result: dict | None,
+                      error: bool) -> None:
         if error or not result:
             self.search.fail(cell)
         else:
