@@ -3,7 +3,8 @@
 Runs one sweep file several ways on the same seeds, each into its own fresh storage: the full
 grid, the transfer search (the file's `search:` when it is a transfer search, else the
 defaults), and the transfer search with `probe_stability` (unless --no-probe). Then prints,
-side by side: trials, trial-tokens, trial-seconds, wall time, lr* per (family, width), the drift
+side by side (with the transfer search at `--also` settings, default margin 1, replayed on the
+grid's results): trials, trial-tokens, trial-seconds, wall time, lr* per (family, width), the drift
 with its interval and the stability boundary, all from `mutransfer.analysis.analyze` on each
 storage, and the differences against the grid, with the issue's targets (<= 40% of the grid's
 trial-tokens, every lr* within 0.25 octave of the grid's, drift inside the grid's interval).
@@ -11,14 +12,20 @@ trial-tokens, every lr* within 0.25 octave of the grid's, drift inside the grid'
     python benchmarks/search_cost.py                       # quickstart and search_cpu
     python benchmarks/search_cost.py --quick               # the quickstart only
     python benchmarks/search_cost.py sweeps/gpu_width.yaml --out /tmp/gpu  # any sweep file
+    python benchmarks/search_cost.py sweeps/search_cpu.yaml --grid /tmp/x/search_cpu/grid \
+        --replay --search '{margin: 1}'    # other settings, replayed on a grid already run
 
 On a shared machine run it under `flock /tmp/mt-heavy.lock`. Every run shares one local Ray
-(started once), so Ray's start-up is in no run's wall time.
+(started once), so Ray's start-up is in no run's wall time. `--replay` runs no search: it plays
+the search's decisions against the grid's stored results (no training, no wall time), which
+gives the same cells and answers as running it wherever training is deterministic (a run's
+"same cells" line shows whether it was: equal losses for equal trial ids).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import math
 import sys
@@ -31,10 +38,14 @@ import pandas as pd
 import yaml
 
 from mutransfer.analysis import Analysis, analyze
-from mutransfer.results.store import read_tables
+from mutransfer.configbase import validate
+from mutransfer.results.store import Tables, read_tables
 from mutransfer.sweep.cluster import ray_session
 from mutransfer.sweep.driver import SweepArgs, run_sweep
+from mutransfer.sweep.grid import build_plan
 from mutransfer.sweep.progress import fmt_duration
+from mutransfer.sweep.spec import SweepSpec
+from mutransfer.sweep.transfer import Outcome, TransferSearch
 
 DEFAULT_SWEEPS = ["sweeps/quickstart.yaml", "sweeps/search_cpu.yaml"]
 TOKEN_TARGET = 0.40   # share of the grid's trial-tokens
@@ -49,22 +60,28 @@ class Run:
     trials: pd.DataFrame      # the trials table
     analysis: Analysis | None
     note: str = ""            # why there is no analysis
+    replayed: bool = False    # decided from the grid's results, not run
 
     @property
     def done(self) -> pd.DataFrame:
         return self.trials[self.trials["status"].isin(["complete", "diverged"])]
 
 
-def variants(doc: dict, probe: bool) -> dict[str, dict]:
+def variants(doc: dict, probe: bool, overrides: dict | None = None) -> dict[str, dict]:
     """The sweep as a grid and as transfer searches (the file's own settings, then probing)."""
     base = {k: v for k, v in doc.items() if k not in ("search", "storage")}
     search = dict(doc.get("search") or {})
     if search.get("kind") != "transfer":
         search = {"kind": "transfer"}
+    search.update(overrides or {})
     out = {"grid": base, "transfer": {**base, "search": {**search, "probe_stability": False}}}
     if probe:
         out["transfer+probe"] = {**base, "search": {**search, "probe_stability": True}}
     return out
+
+
+def replay_name(options: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items()) + " (replay)"
 
 
 def run_variant(name: str, doc: dict, root: Path) -> Run:
@@ -83,6 +100,42 @@ def run_variant(name: str, doc: dict, root: Path) -> Run:
         return Run(name, rc, wall, trials, analyze(storage))
     except Exception as exc:  # e.g. every trial failed: say so in the table
         return Run(name, rc, wall, trials, None, f"{type(exc).__name__}: {exc}")
+
+
+def existing_grid(storage: Path) -> Run:
+    """A grid already run (--grid): its wall time is not known."""
+    trials = read_tables(storage).trials
+    if trials.empty:
+        sys.exit(f"{storage}: no trials there")
+    return Run("grid", 0, math.nan, trials, analyze(storage))
+
+
+def replay_variant(name: str, doc: dict, grid: Run, storage: Path) -> Run:
+    """The cells the search would run, decided from the grid's results, and their analysis."""
+    plan = build_plan(validate(SweepSpec, {**doc, "name": doc.get("name", "replay")}))
+    rows = {str(r["trial_id"]): r for r in grid.done.to_dict("records")}
+    search = TransferSearch.of_cells(plan.cells, plan.spec.search, {})
+    running: list[str] = []
+    while True:  # two at a time, the oldest finishing first, as on two workers
+        while len(running) < 2 and (tid := search.next_trial()) is not None:
+            running.append(tid)
+        if not running:
+            break
+        tid = running.pop(0)
+        if tid not in rows:
+            search.fail(tid)  # the grid has no result for it (it failed there)
+        else:
+            search.finish(tid, Outcome.of_row(rows[tid]))
+    ran = sorted(search.finished_here)
+    tables = read_tables(storage)
+    trials = grid.trials[grid.trials["trial_id"].isin(ran)].reset_index(drop=True)
+    steps = tables.steps[tables.steps["trial_id"].isin(ran)].reset_index(drop=True)
+    try:
+        return Run(name, 0, math.nan, trials, analyze(storage, tables=Tables(trials, steps)),
+                   replayed=True)
+    except Exception as exc:
+        return Run(name, 0, math.nan, trials, None, f"{type(exc).__name__}: {exc}",
+                   replayed=True)
 
 
 # -- the side-by-side tables --------------------------------------------------------------------
@@ -106,7 +159,7 @@ def cost_table(runs: list[Run]) -> pd.DataFrame:
             "trial-seconds": f"{secs:,.0f}",
             "  share of grid  ": fmt_share(secs, float(pd.to_numeric(
                 grid.done["wall_time_s"]).sum())),
-            "wall time": fmt_duration(r.wall_s),
+            "wall time": fmt_duration(r.wall_s) if np.isfinite(r.wall_s) else "-",
             "failed trials": int((r.trials["status"] == "failed").sum()),
             "exit code": r.rc,
         }
@@ -213,6 +266,9 @@ def same_cells(runs: list[Run]) -> str:
     grid = runs[0].done.set_index("trial_id")
     lines = []
     for r in runs[1:]:
+        if r.replayed:
+            lines.append(f"  {r.name}: replayed from the grid's results ({len(r.done)} cells)")
+            continue
         other = r.done.set_index("trial_id")
         shared = grid.index.intersection(other.index)
         extra = len(other.index.difference(grid.index))
@@ -288,18 +344,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None,
                    help="folder for the storages and logs (default /tmp/search-cost-TIME)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
+    p.add_argument("--search", type=yaml.safe_load, default=None, metavar="YAML",
+                   help="options for the transfer search, e.g. '{margin: 2, window: 5}'")
+    p.add_argument("--grid", type=Path, default=None,
+                   help="a finished grid storage of the (one) sweep file: run no grid")
+    p.add_argument("--replay", action="store_true",
+                   help="decide the searches from the grid's results instead of running them")
+    p.add_argument("--also", type=yaml.safe_load, action="append", default=None,
+                   metavar="YAML", help="more transfer-search settings, replayed on the grid's "
+                   "results (repeatable; default: '{margin: 1}'; 'none' for none)")
     args = p.parse_args(argv)
+    also = [a for a in (args.also or [{"margin": 1}]) if a not in ("none", None)]
+    if any(not isinstance(a, dict) for a in also):
+        p.error("--also: give a YAML mapping, e.g. '{margin: 1}'")
     paths = args.sweeps or (DEFAULT_SWEEPS[:1] if args.quick else DEFAULT_SWEEPS)
+    if args.grid is not None and len(paths) != 1:
+        p.error("--grid goes with one sweep file")
+    if args.search is not None and not isinstance(args.search, dict):
+        p.error("--search: give a YAML mapping, e.g. '{margin: 2}'")
     out = Path(args.out or f"/tmp/search-cost-{time.strftime('%Y%m%dT%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"storages and sweep logs under {out}")
-    with ray_session(num_cpus=args.num_cpus):
+    trains = not (args.grid and args.replay)
+    with ray_session(num_cpus=args.num_cpus) if trains else contextlib.nullcontext():
         for path in paths:
             doc = yaml.safe_load(Path(path).read_text())
             root = out / str(doc["name"])
             root.mkdir(exist_ok=True)
-            runs = [run_variant(name, d, root)
-                    for name, d in variants(doc, probe=not args.no_probe).items()]
+            docs = variants(doc, probe=not args.no_probe, overrides=args.search)
+            grid = existing_grid(args.grid) if args.grid else run_variant("grid", docs["grid"],
+                                                                           root)
+            storage = args.grid or root / "grid"
+            runs = [grid] + [replay_variant(name, d, grid, storage) if args.replay else
+                             run_variant(name, d, root)
+                             for name, d in docs.items() if name != "grid"]
+            runs += [replay_variant(replay_name(extra), d, grid, storage)
+                     for extra in also for d in [{**docs["transfer"], "search": {
+                         **docs["transfer"]["search"], **extra}}]]
             report(path, doc, runs)
             sys.stdout.flush()
     return 0

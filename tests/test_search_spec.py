@@ -55,6 +55,8 @@ def test_validate_says_the_least_and_most_a_transfer_search_runs(tmp_path, capsy
     # 2 families x 2 seeds x (5 LRs at width 16 + 3 LRs at each of widths 32 and 64) = 44
     assert rc == 0 and "transfer search over 60 cells: runs at least 44" in out, out
     assert "all 5 LRs at width 16" in out and "window of 3 at each of the 2 wider" in out
+    # with margin 2: 5 LRs at each wider width, all 5 of this grid: 60
+    assert "about 60 when each optimum is inside the grid (5 LRs a width)" in out
     assert "at most 60" in out
 
 

@@ -43,18 +43,20 @@ def group_listing(plan: Plan, work: Work) -> str:
 
 
 def transfer_summary(search: TransferSearch) -> str:
-    """What a transfer search runs at least and at most, and why (for validate, dry runs)."""
-    least, most = search.bounds()
+    """What a transfer search runs at least, typically and at most (validate, dry runs)."""
+    least, typical, most = search.bounds()
     opts = search.options
     widths = sorted({w for f in search.families for w in f.widths})
     n_lrs = sorted({len(f.lrs) for f in search.families})
     lrs = f"{n_lrs[0]}" if n_lrs[0] == n_lrs[-1] else f"{n_lrs[0]}-{n_lrs[-1]}"
     full = widths[:opts.full_widths]
     rest = len(widths) - len(full)
-    probe = "; with probes upward to the first diverged LR" if opts.probe_stability else ""
+    per = max(opts.window, 2 * opts.margin + 1)
+    probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
     return (f"transfer search over {most} cells: runs at least {least} (all {lrs} LRs at "
             f"width {', '.join(map(str, full))}, a window of {opts.window} at each of the "
-            f"{rest} wider widths) and at most {most}{probe}")
+            f"{rest} wider widths), about {typical} when each optimum is inside the grid "
+            f"({per} LRs a width), at most {most}{probe}")
 
 
 def transfer_listing(search: TransferSearch) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from mutransfer.analysis_defaults import FIT_POINTS
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
@@ -77,10 +78,12 @@ class Search(StrictModel):
     window: int = Field(3, ge=1, description=(
         "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
         "(more where the prediction's standard error spans more of the grid)"))
-    margin: int = Field(1, ge=1, description=(
-        "transfer: LRs that must be run on each side of the best one before a width is "
-        "settled (the window widens one grid step at a time until they are); a diverged LR "
-        "or the grid's end closes a side"))
+    margin: int = Field((FIT_POINTS - 1) // 2, ge=1, description=(
+        "transfer: trained LRs that must be run on each side of the best one before a width "
+        "is settled (the window widens one grid step at a time until they are); above it a "
+        "diverged LR closes the side, and the grid's end closes either. 2 gives the analysis "
+        "the five LRs its quadratic fit takes around the optimum on a grid, so lr* comes out "
+        "as the grid's; 1 costs less and fits a parabola through three"))
     probe_stability: bool = Field(False, description=(
         "transfer: at each settled width, also run upward from the best LR, one grid step at "
         "a time, until an LR diverges or the grid ends, so the analysis locates the stability "

@@ -184,8 +184,10 @@ def window_around(log2_lrs: np.ndarray, pred: Prediction, size: int) -> tuple[in
 
 
 def widen(stats: LRStats, margin: int, window: int) -> set[int]:
-    """LR indices still needed to bracket the best LR with `margin` run LRs on each side
-    (none: bracketed). A side closes at the grid's end or at a diverged LR."""
+    """LR indices still needed to bracket the best LR with `margin` trained LRs on each side
+    (none: bracketed). Above it, a diverged LR closes the side (it is "too high"); below it, a
+    diverged LR is skipped (it says nothing of where the loss rises), as the analysis's fit
+    skips it. The grid's end closes either side."""
     n = len(stats.done)
     m = stats.argmin()
     if m < 0:  # nothing trained: the window was above the stable range, step down by a window
@@ -193,14 +195,16 @@ def widen(stats: LRStats, margin: int, window: int) -> set[int]:
         return set(range(max(0, lowest - window), lowest))
     need: set[int] = set()
     for side in (-1, 1):
-        for k in range(1, margin + 1):
-            i = m + side * k
-            if not 0 <= i < n:
-                break
+        count, i = 0, m + side
+        while count < margin and 0 <= i < n:
             if not stats.done[i]:
                 need.add(i)
-            elif stats.diverged[i]:
+                count += 1
+            elif not stats.diverged[i]:
+                count += 1
+            elif side > 0:
                 break
+            i += side
     return need
 
 
@@ -306,13 +310,14 @@ def family_done(fam: Family, plans: list[WidthPlan]) -> bool:
     return len(plans) == len(fam.widths) and all(p.settled and not p.to_finish for p in plans)
 
 
-def least_cells(fam: Family, options: Search) -> int:
+def least_cells(fam: Family, options: Search, per_width: int | None = None) -> int:
     """The fewest cells the search can run in this family: the full grid at the smallest
-    widths, one first window at each other width (a perfect prediction)."""
+    widths, one first window at each other width (a perfect prediction). With `per_width`,
+    that many LRs at each other width instead of the window."""
     n_full = min(options.full_widths, len(fam.widths))
-    per_lr = len(fam.seeds)
     rest = len(fam.widths) - n_full
-    return per_lr * (n_full * len(fam.lrs) + rest * min(options.window, len(fam.lrs)))
+    per = min(per_width or options.window, len(fam.lrs))
+    return len(fam.seeds) * (n_full * len(fam.lrs) + rest * per)
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
@@ -399,10 +404,13 @@ class TransferSearch:
         """Cells started in this run: finished, failed or still running."""
         return len(self.finished_here) + len(self.failed) + len(self.running)
 
-    def bounds(self) -> tuple[int, int]:
-        """(least, most) cells the whole search runs, from nothing stored."""
+    def bounds(self) -> tuple[int, int, int]:
+        """(least, typical, most) cells the whole search runs from nothing stored; typical:
+        each optimum inside the grid, predicted well (the best LR and `margin` either side)."""
         least = sum(least_cells(f, self.options) for f in self.families)
-        return least, sum(len(f.ids) for f in self.families)
+        per = max(self.options.window, 2 * self.options.margin + 1)
+        typical = sum(least_cells(f, self.options, per) for f in self.families)
+        return least, typical, sum(len(f.ids) for f in self.families)
 
     def expected(self) -> int:
         """Cells this run is known to need so far: finished, failed or running, wanted, and a
