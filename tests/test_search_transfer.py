@@ -342,3 +342,30 @@ def test_the_tune_searcher_hands_out_cells_until_none_is_left_then_finishes():
     assert search.failed == {first_mup} and not search.complete()
     assert {by_id[t].width for t in handed if by_id[t].columns["parameterization"] == "sp"} == \
         {32, 64}
+
+
+def test_the_family_furthest_behind_goes_first_and_probes_wait_for_the_chains():
+    grid = cells(widths=[32, 64, 128])
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer", probe_stability=True))
+    truth = Planted()
+    # sp finishes its full grid at 32; mup has not started
+    for tid in list(search.to_run()):
+        if by_id[tid].columns["parameterization"] == "sp":
+            search.finish(tid, truth(by_id[tid]))
+    order = [(by_id[t].columns["parameterization"], by_id[t].width) for t in search.to_run()]
+    assert order[0] == ("mup", 32)  # mup has three widths ahead, sp two
+    assert ("sp", 64) in order
+    # sp settles width 64: its probes there come after every cell a width waits for
+    while any(by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
+              for t in search.wanted_ids()):
+        tid = next(t for t in search.to_run() if by_id[t].columns["parameterization"] == "sp"
+                   and by_id[t].width == 64)
+        search.finish(tid, truth(by_id[tid]))
+        plans = search.plans()[0]
+        if len(plans) > 1 and plans[1].settled:
+            break
+    assert search.plans()[0][1].settled
+    probes = [by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
+              for t in search.to_run()]
+    assert any(probes) and probes == sorted(probes)  # the settled width's probe cells last

@@ -355,17 +355,20 @@ class TransferSearch:
         return self._plans
 
     def wanted_ids(self) -> list[str]:
-        """Cells the search asks for now and has not run, widest first (then by family and LR);
-        failed ones excepted."""
+        """Cells the search asks for now and has not run (failed ones excepted), in the order
+        to start them. A family's widths run one after another, so the sweep ends when its
+        longest chain does: first the cells a next width waits for (probes wait for nothing),
+        of the family with the most widths still ahead; then the widest, as grids do."""
         out = []
         for i, plans in self.plans().items():
             fam = self.families[i]
             for p in plans:
                 for lr_index in sorted(p.to_finish):
-                    out += [(p.width, i, lr_index, t) for t in fam.cell_ids(p.width, lr_index)
+                    key = (p.settled, len(plans), -p.width, i, lr_index)
+                    out += [(key, t) for t in fam.cell_ids(p.width, lr_index)
                             if t not in self.results and t not in self.failed]
-        out.sort(key=lambda r: (-r[0], r[1], r[2]))
-        return [t for *_, t in out]
+        out.sort(key=lambda r: r[0])
+        return [t for _, t in out]
 
     def to_run(self) -> list[str]:
         """Cells to start now: wanted, neither finished nor running nor failed."""
