@@ -18,9 +18,14 @@ from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.cluster import check_local_resources, check_storage_reachable, probe
 from mutransfer.sweep.grid import Plan, load_plan
-from mutransfer.sweep.listing import cell_listing, group_listing
+from mutransfer.sweep.listing import (
+    cell_listing,
+    group_listing,
+    transfer_listing,
+    transfer_summary,
+)
 from mutransfer.sweep.progress import fmt_duration
-from mutransfer.sweep.runner import RunOptions, execute, plan_work
+from mutransfer.sweep.runner import RunOptions, Work, execute, plan_work
 from mutransfer.sweep.size import check_size
 from mutransfer.sweep.spec import load_spec
 from mutransfer.sweep.summary import print_summary
@@ -111,9 +116,10 @@ def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store) -> int:
         print(f"set aside a damaged part (its cell runs again): {path}", file=out)
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
-    _header(plan, store, work.n_trials, out)
+    _header(plan, store, work, out)
     if work.n_trials == 0:
-        print("0 trials to run: every cell is complete", file=out)
+        done = "the transfer search is complete" if plan.transfer else "every cell is complete"
+        print(f"0 trials to run: {done}", file=out)
         print_summary(store, out, analysis=args.analysis)
         return 0
     outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
@@ -137,8 +143,14 @@ def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store) -> int:
     return 0
 
 
-def _header(plan: Plan, store: Store, to_run: int, out: TextIO) -> None:
-    """`to_run` is plan_work's count: the rest of the plan's cells (or trials) is complete."""
+def _header(plan: Plan, store: Store, work: Work, out: TextIO) -> None:
+    """`work` is plan_work's answer: the rest of the plan's cells (or trials) is complete."""
+    to_run = work.n_trials
+    if work.search is not None:
+        print(f"sweep {plan.spec.name}: {transfer_summary(work.search)}; "
+              f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
+              f"{store.location}", file=out)
+        return
     unit = "trials" if plan.adaptive else "cells"
     print(f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} complete, "
           f"{to_run} to run -> {store.location}", file=out)
@@ -151,10 +163,11 @@ def dry_run(plan: Plan, store: Store, out: TextIO) -> int:
     if holder is not None:
         print(f"note: a sweep driver is running on this store ({holder.describe()})", file=out)
     work = plan_work(plan, state)
-    _header(plan, store, work.n_trials, out)
+    _header(plan, store, work, out)
     if state.corrupt:
         print(f"{len(state.corrupt)} damaged parts would be set aside and re-run", file=out)
-    listing = group_listing(plan, work) if plan.adaptive else cell_listing(plan, state)
+    listing = group_listing(plan, work) if plan.adaptive else \
+        transfer_listing(work.search) if work.search is not None else cell_listing(plan, state)
     print(listing, file=out)
     return 0
 

@@ -66,7 +66,12 @@ class Plan:
 
     @property
     def adaptive(self) -> bool:
-        return self.spec.search.kind != "grid"
+        """Optuna groups instead of cells (a transfer search runs a subset of the cells)."""
+        return self.spec.search.kind == "optuna"
+
+    @property
+    def transfer(self) -> bool:
+        return self.spec.search.kind == "transfer"
 
     @property
     def n_trials(self) -> int:
@@ -97,6 +102,8 @@ def build_plan(spec: SweepSpec, source: str = "sweep") -> Plan:
             plan.groups = _groups(spec, axes)
         else:
             plan.cells = _cells(spec, axes)
+        if plan.transfer and not any(a.lr is not None for a in axes):
+            raise UserError("axes.lr: a transfer search needs an LR axis to search")
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
     return plan

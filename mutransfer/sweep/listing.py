@@ -1,4 +1,5 @@
-"""The table `--dry-run` prints: every cell (or adaptive group) and its state in the store."""
+"""The table `--dry-run` prints: every cell (or adaptive group, or transfer-search width) and
+its state in the store."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 from mutransfer.results.store import StoreState
 from mutransfer.sweep.grid import Plan
 from mutransfer.sweep.progress import fmt_value
+from mutransfer.sweep.transfer import Family, TransferSearch, WidthPlan, fmt_log2
 
 if TYPE_CHECKING:
     from mutransfer.sweep.runner import Work
@@ -40,12 +42,63 @@ def group_listing(plan: Plan, work: Work) -> str:
     return _table(rows)
 
 
+def transfer_summary(search: TransferSearch) -> str:
+    """What a transfer search runs at least, typically and at most (validate, dry runs)."""
+    least, typical, most = search.bounds()
+    opts = search.options
+    widths = sorted({w for f in search.families for w in f.widths})
+    n_lrs = sorted({len(f.lrs) for f in search.families})
+    lrs = f"{n_lrs[0]}" if n_lrs[0] == n_lrs[-1] else f"{n_lrs[0]}-{n_lrs[-1]}"
+    full = widths[:opts.full_widths]
+    rest = len(widths) - len(full)
+    per = max(opts.window, 2 * opts.margin + 1)
+    probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
+    return (f"transfer search over {most} cells: runs at least {least} (all {lrs} LRs at "
+            f"width {', '.join(map(str, full))}, a window of {opts.window} at each of the "
+            f"{rest} wider widths), about {typical} when each optimum is inside the grid "
+            f"({per} LRs a width), at most {most}{probe}")
+
+
+def transfer_listing(search: TransferSearch) -> str:
+    """One row per family and width: the LRs it runs, how many are done, what runs now."""
+    now = set(search.to_run())
+    rows = []
+    for i, plans in search.plans().items():
+        fam = search.families[i]
+        for j, width in enumerate(fam.widths):
+            row: dict[str, Any] = {"family": fam.label, "width": width}
+            if j >= len(plans):
+                row.update({"LRs": f"window of {search.options.window}", "LRs done": 0,
+                            "to run now": 0, "lr*": "", "state": "waits for narrower widths"})
+            else:
+                row.update(_width_row(fam, plans[j], now))
+            rows.append(row)
+    return _table(rows)
+
+
+def _width_row(fam: Family, p: WidthPlan, now: set[str]) -> dict[str, Any]:
+    lo, hi = p.window
+    if p.full:
+        lrs = f"all {len(fam.lrs)}"
+    else:
+        extra = len(p.wanted - set(range(lo, hi + 1)))
+        lrs = f"{fmt_value(fam.lrs[lo])}..{fmt_value(fam.lrs[hi])}" + \
+            (f" +{extra} widened" if extra else "")
+    state = ("settled" if not p.to_finish else "probing") if p.settled else "searching"
+    return {"LRs": lrs, "LRs done": int(p.stats.done.sum()),
+            "to run now": sum(t in now for k in p.wanted for t in fam.cell_ids(p.width, k)),
+            "lr*": fmt_log2(p.log2_opt) if p.settled else "", "state": state}
+
+
+ALWAYS_SHOWN = ("trial_id", "group", "status", "done", "to run", "width", "parameterization",
+                "lr", "family", "LRs", "LRs done", "to run now", "lr*", "state")
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "(no cells)"
     df = pd.DataFrame(rows)
     # a column with one value everywhere (e.g. the optimizer) says nothing per row
     keep = [c for c in df.columns
-            if c in ("trial_id", "group", "status", "done", "to run") or df[c].astype(str)
-            .nunique() > 1 or c in ("width", "parameterization", "lr")]
+            if c in ALWAYS_SHOWN or df[c].astype(str).nunique() > 1]
     return df[keep].to_string(index=False)

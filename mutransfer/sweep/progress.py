@@ -24,9 +24,10 @@ def fmt_value(value: Any) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, out: TextIO | None = None, tty: bool | None = None,
+    def __init__(self, total: int | None, out: TextIO | None = None, tty: bool | None = None,
                  every_s: float = 10.0, clock=time.monotonic):
-        self.total = total
+        self.total = total  # None: not known up front (a search decides as it goes)
+        self.expected = 0  # without a total: the trials known so far, shown as ~N
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.every_s = 0.5 if self.tty else every_s
@@ -39,6 +40,11 @@ class Progress:
         self._last_print = -1e9
         self._last_line = ""
         self._drawn = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks and searcher (which hold this) into a state file of its
+        own; an open file cannot be pickled, and a copy has nothing to write to anyway."""
+        return {**self.__dict__, "out": None}
 
     # -- events ------------------------------------------------------------------------------
     def started(self, key: str) -> None:
@@ -78,16 +84,24 @@ class Progress:
         """Remaining trials x mean trial time / trials at once; None until one has finished."""
         if not self.durations:
             return None
-        remaining = self.total - self.finished_count
+        remaining = self.target - self.finished_count
         mean = sum(self.durations) / len(self.durations)
         at_once = max(1, self.max_running)
         # the running ones are part-way through: count them as half done
         return max(0.0, (remaining - 0.5 * self.running) * mean / at_once)
 
+    @property
+    def target(self) -> int:
+        """The total, or the trials known so far (never fewer than started)."""
+        if self.total is not None:
+            return self.total
+        return max(self.expected, self.finished_count + self.running)
+
     def line(self) -> str:
         eta = self.eta_s()
-        width = len(str(self.total))
-        return (f"[{self.finished_count:>{width}}/{self.total}] done {self.complete}  "
+        total = str(self.total) if self.total is not None else f"~{self.target}"
+        width = len(str(self.target))
+        return (f"[{self.finished_count:>{width}}/{total}] done {self.complete}  "
                 f"running {self.running}  diverged {self.diverged}  failed {self.failed}  "
                 f"| elapsed {fmt_duration(self.clock() - self.start)}  "
                 f"eta {fmt_duration(eta) if eta is not None else '?'}")

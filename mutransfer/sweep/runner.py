@@ -1,7 +1,8 @@
 """Running the cells that are not complete yet as trials of one Ray Tune `Tuner`.
 
 Grid sweeps: a grid search over trial ids. Adaptive sweeps: one Optuna study per group, all
-driven by one searcher (mutransfer/sweep/studies.py) so that studies run side by side. Each
+driven by one searcher (mutransfer/sweep/studies.py) so that studies run side by side.
+Transfer searches: the grid's cells, handed out by mutransfer/sweep/transfer_searcher.py. Each
 trial writes its own parts into the store (mutransfer/sweep/trainable.py); the driver only
 watches (progress line) and records trials that failed for good.
 """
@@ -21,6 +22,7 @@ from mutransfer.sweep.cluster import Capacity, ray_session
 from mutransfer.sweep.grid import Cell, Group, Plan
 from mutransfer.sweep.progress import Progress
 from mutransfer.sweep.trainable import OBJECTIVE, tune_trainable
+from mutransfer.sweep.transfer import TransferSearch
 
 
 @dataclass
@@ -53,9 +55,13 @@ class Work:
     groups: list[Group] = field(default_factory=list)
     budgets: dict[str, int] = field(default_factory=dict)  # group id -> trials still to run
     warm: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (lr, objective)
+    search: TransferSearch | None = None  # a transfer search over `cells` (the unfinished ones)
 
     @property
     def n_trials(self) -> int:
+        """Trials to run; for a transfer search, those it asks for now (it decides as it goes)."""
+        if self.search is not None:
+            return len(self.search.to_run())
         return len(self.cells) + sum(self.budgets.values())
 
 
@@ -66,7 +72,7 @@ def units_of(plan: Plan, work: Work) -> dict[str, dict[str, Any]]:
 
     axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
     units = {c.trial_id: {"trial_id": c.trial_id, "config": c.config, "columns": c.columns,
-                          "search": "grid", "axes": axes} for c in work.cells}
+                          "search": plan.spec.search.kind, "axes": axes} for c in work.cells}
     for g in work.groups:
         units[g.group_id] = {"config": g.config, "columns": g.columns,
                              "search": plan.spec.search.kind, "axes": axes}
@@ -104,7 +110,7 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
     with ray_session(options.address, options.num_cpus, options.num_gpus) as cap:
         resources = ResourcesFor(plan, work)
         resources.check(cap)
-        progress = Progress(work.n_trials, out=options.out)
+        progress = Progress(None if work.search else work.n_trials, out=options.out)
         tuner, tmp = _tuner(plan, store, work, resources, progress)
         try:
             tuner.fit()
@@ -118,6 +124,8 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
         rows = [done[c.trial_id] for c in work.cells if c.trial_id in done]
         outcome.diverged = sum(1 for r in rows if r.get("status") == "diverged")
         outcome.complete = len(rows) - outcome.diverged
+    if work.search is not None:  # known now: what the search started, and what it still wants
+        outcome.to_run = work.search.started_count() + len(work.search.to_run())
     outcome.elapsed_s = time.monotonic() - start
     return outcome
 
@@ -139,6 +147,12 @@ def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progre
         param_space: dict[str, Any] = {}
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=work.n_trials,
                                       metric=OBJECTIVE, mode="min")
+    elif work.search is not None:
+        from mutransfer.sweep.transfer_searcher import TransferSearcher
+
+        param_space = {}
+        tune_config = tune.TuneConfig(search_alg=TransferSearcher(work.search, progress),
+                                      num_samples=len(work.cells), metric=OBJECTIVE, mode="min")
     else:
         param_space = {"trial_id": tune.grid_search([c.trial_id for c in work.cells])}
         tune_config = tune.TuneConfig()
@@ -165,6 +179,9 @@ def _trial_name(trial: Any) -> str:
 
 def plan_work(plan: Plan, state: StoreState) -> Work:
     """The cells (or adaptive budgets) not yet complete in the store."""
+    if plan.transfer:  # the search starts from every result stored for its cells
+        return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete],
+                    search=TransferSearch.of_cells(plan.cells, plan.spec.search, state.complete))
     if not plan.adaptive:
         return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete])
     from mutransfer.sweep.identity import group_id

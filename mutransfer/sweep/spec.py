@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from mutransfer.analysis_defaults import FIT_POINTS
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
@@ -58,14 +59,49 @@ def amount_for(value: float | WidthMap, width: int) -> float:
 
 
 class Search(StrictModel):
-    """`grid` runs every cell; `optuna` runs, per group of non-LR axis values (width,
-    parameterization, seed, ...), `trials_per_width` trials whose LRs Optuna's TPE sampler
-    proposes in the group's LR range."""
+    """How the LR axis is searched. `grid` runs every cell. `optuna` runs, per group of
+    non-LR axis values (width, parameterization, seed, ...), `trials_per_width` trials whose
+    LRs Optuna's TPE sampler proposes in the group's LR range. `transfer` runs, per family
+    (parameterization and every other axis but width, LR and seed), the whole LR grid at its
+    `full_widths` smallest widths and, at each wider width, a window of the grid around the lr*
+    predicted from the widths below (the drift fit), widened in grid steps until the optimum is
+    bracketed; every LR it runs has all its seeds, and its cells are the grid's (same trial ids,
+    so grid and transfer results mix in one store)."""
 
-    kind: Literal["grid", "optuna"] = "grid"
-    trials_per_width: int = Field(12, ge=1)
-    max_concurrent: int = Field(2, ge=1)  # trials of one Optuna study running at once
-    seed: int = 0  # seed of the samplers (each study adds its group's position)
+    kind: Literal["grid", "optuna", "transfer"] = "grid"
+    trials_per_width: int = Field(12, ge=1, description="optuna: trials per group")
+    max_concurrent: int = Field(2, ge=1, description="optuna: trials of one study at once")
+    seed: int = Field(0, description="optuna: seed of the samplers (each study adds its "
+                                     "group's position)")
+    full_widths: int = Field(1, ge=1, description=(
+        "transfer: how many of each family's smallest widths run the whole LR grid"))
+    window: int = Field(3, ge=1, description=(
+        "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
+        "(more where the prediction's standard error spans more of the grid)"))
+    margin: int = Field((FIT_POINTS - 1) // 2, ge=1, description=(
+        "transfer: trained LRs that must be run on each side of the best one before a width "
+        "is settled (the window widens one grid step at a time until they are); above it a "
+        "diverged LR closes the side, and the grid's end closes either. 2 gives the analysis "
+        "the five LRs its quadratic fit takes around the optimum on a grid, so lr* comes out "
+        "as the grid's; 1 costs less and fits a parabola through three"))
+    probe_stability: bool = Field(False, description=(
+        "transfer: at each settled width, also run upward from the best LR, one grid step at "
+        "a time, until an LR diverges or the grid ends, so the analysis locates the stability "
+        "boundary at every width"))
+
+    @model_validator(mode="after")
+    def _options_of_kind(self) -> Search:
+        for name in sorted(self.model_fields_set - {"kind"}):
+            kind = next(k for k, names in SEARCH_OPTIONS.items() if name in names)
+            if kind != self.kind:
+                raise PydanticCustomError(
+                    "search_option", f"{name} is an option of kind {kind}, not {self.kind}")
+        return self
+
+
+# which kind each option of `search:` belongs to (written for another kind, it is an error)
+SEARCH_OPTIONS = {"optuna": ("trials_per_width", "max_concurrent", "seed"),
+                  "transfer": ("full_widths", "window", "margin", "probe_stability")}
 
 
 class SweepSpec(StrictModel):

@@ -18,20 +18,41 @@ from mutransfer.sweep.spec import Search
 from mutransfer.sweep.trainable import OBJECTIVE
 
 
-class Studies(Searcher):
+class OwnedSearcher(Searcher):
+    """A searcher whose every trial belongs to a unit it names (an Optuna study's group, a
+    transfer search's cell): the trial's one result, at its end, goes back to that unit."""
+
+    def __init__(self) -> None:
+        super().__init__(metric=OBJECTIVE, mode="min")
+        self.owner: dict[str, str] = {}  # Tune's trial id -> the unit
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True  # the subclass set up its own space
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # one result per trial, at its end
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        unit = self.owner.pop(trial_id, None)
+        if unit is not None:
+            self.unit_complete(unit, trial_id, result, error)
+
+    def unit_complete(self, unit: str, trial_id: str, result: dict | None,
+                      error: bool) -> None:
+        raise NotImplementedError
+
+
+class Studies(OwnedSearcher):
     def __init__(self, studies: dict[str, OptunaSearch], budgets: dict[str, int],
                  max_concurrent: int):
-        super().__init__(metric=OBJECTIVE, mode="min")
+        super().__init__()
         self.studies = studies
         self.left = dict(budgets)
         self.running = dict.fromkeys(budgets, 0)
         self.proposed = dict.fromkeys(budgets, 0)
         self.max_concurrent = max_concurrent
-        self.owner: dict[str, str] = {}
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
-                              **spec: Any) -> bool:
-        return True  # every study was set up with its own space
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         open_ = [g for g in self.studies
@@ -46,14 +67,8 @@ class Studies(Searcher):
         self.proposed[group] += 1
         return {"group": group, "lr": float(lr)}
 
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        pass  # one result per trial, at its end
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None,
-                          error: bool = False) -> None:
-        group = self.owner.pop(trial_id, None)
-        if group is None:
-            return
+    def unit_complete(self, group: str, trial_id: str, result: dict | None,
+                      error: bool) -> None:
         self.running[group] -= 1
         self.studies[group].on_trial_complete(trial_id, result, error)
 

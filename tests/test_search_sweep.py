@@ -1,0 +1,90 @@
+"""`search: {kind: transfer}` as `mutransfer sweep` runs it: real Ray, the real trainer at tiny
+sizes. Grid and transfer results share one store; a re-run runs nothing; a new width runs
+only its window."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mutransfer.results.store import read_tables
+from mutransfer.sweep.driver import SweepArgs, run_sweep
+from mutransfer.sweep.grid import load_plan
+from tests.sweeps import write_sweep
+
+pytestmark = pytest.mark.slow
+
+LRS = [0.0005, 0.002, 0.008, 0.032, 0.128]
+TRANSFER = {"kind": "transfer"}
+
+
+def sweep(path: Path, **kw) -> tuple[int, str]:
+    out = io.StringIO()
+    rc = run_sweep(SweepArgs(str(path), analysis=False, out=out, **kw))
+    return rc, out.getvalue()
+
+
+def set_doc(path: Path, **changes) -> None:
+    doc = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        if key == "widths":
+            doc["axes"]["width"] = value
+        else:
+            doc[key] = value
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_transfer_search_runs_the_smallest_width_in_full_and_a_window_above_it(
+        tmp_path, ray_local):
+    path = write_sweep(tmp_path, "tr", {"width": [16, 32], "lr": LRS, "seed": [0, 1]},
+                       search=TRANSFER)
+    rc, out = sweep(path)
+    assert rc == 0, out
+    assert "0 complete, 10 to run now" in out  # the full grid at width 16, both seeds
+    assert "[" in out and "/~" in out  # the total is not known up front
+    assert "width 32: predicted lr*" in out and "width 32: lr*" in out
+    trials = read_tables(tmp_path / "tr").trials
+    assert (trials["search"] == "transfer").all() and (trials["status"] != "failed").all()
+    grid_ids = {c.trial_id for c in load_plan(path).cells}
+    assert set(trials["trial_id"]) <= grid_ids  # the grid's cells
+    at16 = trials[trials["width"] == 16]
+    at32 = trials[trials["width"] == 32]
+    assert sorted(at16["lr"].unique()) == LRS and len(at16) == 10
+    ran32 = sorted(at32["lr"].unique())
+    assert 3 <= len(ran32) <= 5, ran32
+    steps = {round(math.log2(b / a)) for a, b in zip(ran32, ran32[1:])}
+    assert steps == {2}  # neighbouring grid LRs
+    assert at32.groupby("lr")["seed"].nunique().eq(2).all()  # every LR with both seeds
+    assert f"ran {len(at32) + 10} trials" in out
+
+    rc, out = sweep(path)
+    assert rc == 0 and "0 trials to run: the transfer search is complete" in out
+
+    rc, out = sweep(path, dry_run=True)
+    assert rc == 0 and "settled" in out and "lr*" in out
+
+
+def test_grid_results_serve_the_transfer_search_and_a_new_width_runs_only_its_window(
+        tmp_path, ray_local):
+    storage = tmp_path / "shared"
+    path = write_sweep(tmp_path, "both", {"width": [16, 32], "lr": LRS}, storage=storage)
+    rc, out = sweep(path)
+    assert rc == 0 and "10 cells, 0 complete, 10 to run" in out
+
+    set_doc(path, search=TRANSFER)
+    rc, out = sweep(path)
+    assert rc == 0 and "10 complete, 0 to run now" in out and "0 trials to run" in out
+
+    set_doc(path, widths=[16, 32, 64])
+    rc, out = sweep(path)
+    assert rc == 0, out
+    trials = read_tables(storage).trials
+    new = trials[trials["search"] == "transfer"]
+    assert set(new["width"]) == {64} and 3 <= len(new) <= 5
+    assert len(trials[trials["search"] == "grid"]) == 10
+    rc, out = sweep(path)
+    assert "0 trials to run" in out

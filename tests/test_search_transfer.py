@@ -1,0 +1,371 @@
+"""The transfer search as a state machine, on planted loss curves (no Ray, no training).
+
+Each planted family has a bowl-shaped final loss in log2 LR around lr*(w) = lr*_base (w/w0)^e
+with a little seed noise, and every LR above its stable(w) diverges. A tiny simulator runs the
+cells the search hands out, a few at a time, finishing the oldest first.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from mutransfer.sweep.grid import Cell
+from mutransfer.sweep.spec import Search
+from mutransfer.sweep.transfer import (
+    Outcome,
+    Prediction,
+    TransferSearch,
+    families_of,
+    log2_optimum,
+    lr_stats,
+    predict,
+    window_around,
+)
+
+WIDTHS = [32, 64, 128, 256, 512]
+LOG2_GRID = np.arange(-14.0, -1.9, 0.5)  # 25 LRs, half-octave steps
+SEEDS = [0, 1]
+
+
+def cells(params=("sp", "mup"), widths=WIDTHS, log2_grid=LOG2_GRID, seeds=SEEDS) -> list[Cell]:
+    out = []
+    for p in params:
+        for w in widths:
+            for x in log2_grid:
+                for s in seeds:
+                    lr = float(2.0 ** x)
+                    out.append(Cell(f"{p}-{w}-{x}-{s}", {"width": w},
+                                    {"width": w, "parameterization": p, "lr": lr, "seed": s,
+                                     "optimizer": "adam"}))
+    return out
+
+
+class Planted:
+    """lr*(w) and stable(w) per parameterization; a cell's outcome from its id."""
+
+    def __init__(self, opt=None, stable=None, noise=0.01, curvature=0.05):
+        # sp: lr* halves per doubling, mup: stays put
+        self.opt = opt or {"sp": lambda w: -6.0 - math.log2(w / 32),
+                           "mup": lambda w: -7.0}
+        self.stable = stable or {"sp": lambda w: -3.5 - math.log2(w / 32),
+                                 "mup": lambda w: -4.0}
+        self.noise, self.curvature = noise, curvature
+
+    def __call__(self, cell: Cell) -> Outcome:
+        c = cell.columns
+        x, w = math.log2(c["lr"]), c["width"]
+        if x > self.stable[c["parameterization"]](w) + 1e-9:
+            return Outcome(True)
+        jitter = (zlib.crc32(cell.trial_id.encode()) % 1000 / 1000 - 0.5) * self.noise
+        return Outcome(False, 3.0 - 0.05 * math.log2(w) +
+                       self.curvature * (x - self.opt[c["parameterization"]](w)) ** 2 + jitter)
+
+
+def simulate(search: TransferSearch, truth: Planted, by_id: dict[str, Cell],
+             at_once: int = 4) -> list[str]:
+    """Run the search to its end, `at_once` cells at a time; the ids run, in order."""
+    running: list[str] = []
+    ran: list[str] = []
+    for _ in range(100_000):
+        while len(running) < at_once and (tid := search.next_trial()) is not None:
+            running.append(tid)
+        if not running:
+            assert search.idle
+            return ran
+        tid = running.pop(0)
+        ran.append(tid)
+        search.finish(tid, truth(by_id[tid]))
+    raise AssertionError("the search did not end")
+
+
+def run_search(options: Search, truth: Planted | None = None, grid=None, results=None,
+               at_once: int = 4) -> tuple[TransferSearch, list[str], dict[str, Cell]]:
+    grid = grid if grid is not None else cells()
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), options, results)
+    ran = simulate(search, truth or Planted(), by_id, at_once)
+    return search, ran, by_id
+
+
+def grid_optima(truth: Planted, grid: list[Cell]) -> dict[tuple[str, int], float]:
+    """lr* (log2) per (parameterization, width) from every cell, as the analysis fits it."""
+    results = {c.trial_id: truth(c) for c in grid}
+    out = {}
+    for fam in families_of(grid):
+        for w in fam.widths:
+            out[(fam.label, w)] = log2_optimum(lr_stats(fam, w, results), fam.log2_lrs)
+    return out
+
+
+def search_optima(search: TransferSearch) -> dict[tuple[str, int], float]:
+    return {(search.families[i].label, p.width): p.log2_opt
+            for i, plans in search.plans().items() for p in plans}
+
+
+def ran_at(ran, by_id, param, width) -> set[float]:
+    return {math.log2(by_id[t].columns["lr"]) for t in ran
+            if by_id[t].columns["parameterization"] == param and by_id[t].width == width}
+
+
+def test_full_grid_at_the_smallest_width_and_a_bracketed_window_above_it():
+    search, ran, by_id = run_search(Search(kind="transfer"))
+    assert search.complete()
+    n_lrs = len(LOG2_GRID)
+    for p in ("sp", "mup"):
+        assert len(ran_at(ran, by_id, p, 32)) == n_lrs
+        for w in WIDTHS[1:]:
+            lrs = sorted(ran_at(ran, by_id, p, w))
+            assert 5 <= len(lrs) <= 7, (p, w, lrs)  # the best LR and two on each side
+            assert lrs == [lrs[0] + 0.5 * k for k in range(len(lrs))]  # contiguous grid steps
+    # every LR it ran has all its seeds
+    per_cell = {}
+    for t in ran:
+        c = by_id[t].columns
+        per_cell.setdefault((c["parameterization"], c["width"], c["lr"]), set()).add(c["seed"])
+    assert all(s == set(SEEDS) for s in per_cell.values())
+    assert len(ran) == len(set(ran))
+    assert len(ran) <= 0.4 * len(by_id)
+
+
+def test_with_margin_one_it_costs_less_and_the_optimum_is_the_grids_within_a_quarter_octave():
+    truth = Planted()
+    search, ran, by_id = run_search(Search(kind="transfer", margin=1), truth)
+    assert len(ran) <= 0.32 * len(by_id)
+    full = grid_optima(truth, list(by_id.values()))
+    found = search_optima(search)
+    assert found.keys() == full.keys()
+    for key, x in full.items():
+        assert abs(found[key] - x) <= 0.25, (key, found[key], x)
+
+
+def test_by_default_the_fit_sees_the_lrs_the_grid_shows_it_and_agrees_exactly():
+    truth = Planted()
+    search, _, by_id = run_search(Search(kind="transfer"), truth)
+    assert search.options.margin == 2
+    full = grid_optima(truth, list(by_id.values()))
+    found = search_optima(search)
+    for key, x in full.items():
+        assert found[key] == pytest.approx(x, abs=1e-12), key
+
+
+def test_a_prediction_above_the_stable_range_steps_down_until_the_optimum_is_bracketed():
+    # mup's lr* jumps down by 4 octaves at width 128 and its stability with it: the window
+    # predicted from widths 32 and 64 diverges entirely
+    truth = Planted(opt={"sp": lambda w: -6.0, "mup": lambda w: -7.0 if w < 128 else -11.0},
+                    stable={"sp": lambda w: -3.5, "mup": lambda w: -4.0 if w < 128 else -9.0})
+    search, ran, by_id = run_search(Search(kind="transfer"), truth, grid=cells(widths=[32, 64,
+                                                                                         128]))
+    lrs = sorted(ran_at(ran, by_id, "mup", 128))
+    assert min(lrs) <= -11.5 and max(lrs) > -9.0  # walked down from the diverged window
+    assert search_optima(search)[("mup", 128)] == pytest.approx(
+        grid_optima(truth, list(by_id.values()))[("mup", 128)], abs=0.25)
+
+
+def test_an_optimum_on_the_windows_edge_widens_it_one_grid_step_at_a_time():
+    # the lr* of width 64 is 2 octaves below the lr* the smaller width predicts
+    truth = Planted(opt={"sp": lambda w: -6.0 if w < 64 else -8.0, "mup": lambda w: -7.0})
+    search, ran, by_id = run_search(Search(kind="transfer", margin=1), truth,
+                                    grid=cells(widths=[32, 64]), at_once=1)
+    lrs = sorted(ran_at(ran, by_id, "sp", 64))
+    assert lrs == [-8.5, -8.0, -7.5, -7.0, -6.5, -6.0, -5.5]  # window -6.5..-5.5, then down
+    assert search_optima(search)[("sp", 64)] == pytest.approx(-8.0, abs=0.05)
+
+
+def test_a_diverged_lr_closes_the_high_side():
+    # the best LR sits just below the stability edge: the diverged LR above it brackets it
+    truth = Planted(opt={"sp": lambda w: -5.0, "mup": lambda w: -7.0},
+                    stable={"sp": lambda w: -5.0, "mup": lambda w: -4.0})
+    search, ran, by_id = run_search(Search(kind="transfer"), truth,
+                                    grid=cells(widths=[32, 64]))
+    lrs = sorted(ran_at(ran, by_id, "sp", 64))
+    assert max(lrs) == -4.5  # the first diverged LR, and nothing above it
+    assert -6.0 in lrs  # two below the best
+
+
+def test_a_diverged_lr_below_the_best_is_skipped_not_a_bracket():
+    # at width 64 the LR just below sp's optimum diverges (for no reason a bowl would give):
+    # the low side still gets two trained LRs, as the analysis's fit on the grid would
+    base = Planted()
+
+    class Hole(Planted):
+        def __call__(self, cell):
+            c = cell.columns
+            if c["parameterization"] == "sp" and c["width"] == 64 and \
+                    math.log2(c["lr"]) == -7.5:
+                return Outcome(True)
+            return base(cell)
+
+    truth = Hole()
+    search, ran, by_id = run_search(Search(kind="transfer"), truth, grid=cells(widths=[32, 64]))
+    lrs = sorted(ran_at(ran, by_id, "sp", 64))
+    assert {-8.5, -8.0, -7.5, -7.0} <= set(lrs), lrs
+    assert search_optima(search)[("sp", 64)] == pytest.approx(
+        grid_optima(truth, list(by_id.values()))[("sp", 64)], abs=1e-12)
+
+
+def test_probe_stability_runs_upward_to_the_first_diverged_lr_at_every_width():
+    truth = Planted()
+    search, ran, by_id = run_search(Search(kind="transfer", probe_stability=True), truth)
+    for p in ("sp", "mup"):
+        for w in WIDTHS[1:]:  # the smallest ran the whole grid
+            lrs = ran_at(ran, by_id, p, w)
+            first_bad = min(x for x in LOG2_GRID if x > truth.stable[p](w) + 1e-9)
+            assert first_bad in lrs and max(lrs) == first_bad, (p, w)
+            last_good = max(x for x in LOG2_GRID if x <= truth.stable[p](w) + 1e-9)
+            assert last_good in lrs
+
+
+def test_replaying_finished_results_runs_nothing_and_a_new_width_runs_only_its_window():
+    truth = Planted()
+    grid = cells(widths=WIDTHS[:4])
+    done, ran, by_id = run_search(Search(kind="transfer"), truth, grid=grid)
+    replay = TransferSearch(families_of(grid), done.options, done.results)
+    assert replay.to_run() == [] and replay.idle and replay.complete()
+
+    wider = cells(widths=WIDTHS)  # the same cells plus width 512
+    again, ran2, by_id2 = run_search(Search(kind="transfer"), truth, grid=wider,
+                                     results=done.results)
+    assert ran2 and {by_id2[t].width for t in ran2} == {512}
+    assert len(ran2) <= 2 * 7 * len(SEEDS)
+
+
+def test_results_of_a_full_grid_leave_a_transfer_search_nothing_to_run():
+    truth = Planted()
+    grid = cells(widths=[32, 64, 128])
+    search = TransferSearch(families_of(grid), Search(kind="transfer"),
+                            {c.trial_id: truth(c) for c in grid})
+    assert search.to_run() == [] and search.complete()
+
+
+def test_a_failed_cell_stops_its_family_for_this_run_and_the_others_carry_on():
+    grid = cells(widths=[32, 64])
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    truth = Planted()
+    failed = None
+    while (tid := search.next_trial()) is not None or search.running:
+        if tid is None:
+            tid = next(iter(search.running))
+        c = by_id[tid].columns
+        if failed is None and c["parameterization"] == "mup" and c["width"] == 32:
+            failed = tid
+            search.fail(tid)
+        else:
+            search.finish(tid, truth(by_id[tid]))
+    assert search.idle and not search.complete()
+    ran = set(search.results)
+    assert any(by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64 for t in ran)
+    assert not any(by_id[t].columns["parameterization"] == "mup" and by_id[t].width == 64
+                   for t in ran)
+
+
+def test_a_diverged_trial_without_a_loss_counts_as_diverged():
+    assert Outcome.of_row({"status": "diverged", "diverged": True,
+                           "final_eval_loss": None}) == Outcome(True)
+    out = Outcome.of_row({"status": "diverged", "diverged": True, "final_eval_loss": 2.0})
+    assert out.diverged and math.isnan(out.loss)
+    assert Outcome.of_row({"status": "complete", "diverged": False,
+                           "final_eval_loss": 2.5}) == Outcome(False, 2.5)
+
+
+def test_prediction_is_the_previous_optimum_then_the_drift_line_with_its_error():
+    assert predict([], 64) is None
+    one = predict([(32, -6.0)], 64)
+    assert one.log2_lr == -6.0 and one.stderr == 0.0 and math.isnan(one.slope)
+    two = predict([(32, -6.0), (64, -7.0)], 128)
+    assert two.log2_lr == pytest.approx(-8.0) and two.slope == pytest.approx(-1.0)
+    assert two.stderr == 0.0  # two points: no residual to estimate it from
+    three = predict([(32, -6.0), (64, -7.2), (128, -7.8), (256, math.nan)], 256)
+    assert three.widths == (32, 64, 128) and three.slope == pytest.approx(-0.9)
+    assert three.stderr > 0.3  # the residuals are large: the window will be wider
+
+
+def test_the_window_holds_the_nearest_lrs_and_everything_within_one_standard_error():
+    grid = np.arange(-10.0, -3.9, 1.0)  # -10..-4
+    assert window_around(grid, Prediction(-7.2, 0.0, -1.0, (32,)), 3) == (2, 4)
+    assert window_around(grid, Prediction(-9.9, 0.0, -1.0, (32,)), 3) == (0, 2)
+    assert window_around(grid, Prediction(-7.0, 2.1, -1.0, (32,)), 3) == (1, 5)
+
+
+def test_bounds_and_expected_count():
+    grid = cells(widths=[32, 64, 128])
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    least, typical, most = search.bounds()
+    assert most == len(grid)
+    assert least == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 3)
+    assert typical == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 5)
+    assert search.expected() == least  # nothing run yet: the full grids and first windows
+
+
+def drive(searcher, truth: Planted, by_id: dict[str, Cell], fail: str | None = None) -> list:
+    """Play Tune: ask for trials until FINISHED, completing the oldest when none is offered;
+    the cell `fail` fails for good. The cells handed out, in order."""
+    from ray.tune.search import Searcher
+
+    handed = []
+    for n in range(10_000):
+        suggestion = searcher.suggest(f"tune-{n}")
+        if suggestion == Searcher.FINISHED:
+            return handed
+        if suggestion is not None:
+            handed.append(suggestion["trial_id"])
+            continue
+        tune_id = next(iter(searcher.owner))  # nothing offered: the oldest running ends
+        cell = searcher.owner[tune_id]
+        if cell == fail:
+            searcher.on_trial_complete(tune_id, None, error=True)
+            continue
+        out = truth(by_id[cell])
+        searcher.on_trial_complete(tune_id, {"trial_id": cell, "final_eval_loss": out.loss,
+                                             "status": "diverged" if out.diverged else
+                                             "complete"})
+    raise AssertionError("the searcher never finished")
+
+
+def test_the_tune_searcher_hands_out_cells_until_none_is_left_then_finishes():
+    from mutransfer.sweep.transfer_searcher import TransferSearcher
+
+    grid = cells(widths=[32, 64])
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    handed = drive(TransferSearcher(search), Planted(), by_id)
+    assert len(handed) == len(set(handed)) and search.complete() and not search.running
+
+    # a cell that fails for good stops its family (a re-run retries it); the searcher ends
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    first_mup = next(c.trial_id for c in grid if c.columns["parameterization"] == "mup")
+    handed = drive(TransferSearcher(search), Planted(), by_id, fail=first_mup)
+    assert search.failed == {first_mup} and not search.complete()
+    assert {by_id[t].width for t in handed if by_id[t].columns["parameterization"] == "sp"} == \
+        {32, 64}
+
+
+def test_the_family_furthest_behind_goes_first_and_probes_wait_for_the_chains():
+    grid = cells(widths=[32, 64, 128])
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer", probe_stability=True))
+    truth = Planted()
+    # sp finishes its full grid at 32; mup has not started
+    for tid in list(search.to_run()):
+        if by_id[tid].columns["parameterization"] == "sp":
+            search.finish(tid, truth(by_id[tid]))
+    order = [(by_id[t].columns["parameterization"], by_id[t].width) for t in search.to_run()]
+    assert order[0] == ("mup", 32)  # mup has three widths ahead, sp two
+    assert ("sp", 64) in order
+    # sp settles width 64: its probes there come after every cell a width waits for
+    while any(by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
+              for t in search.wanted_ids()):
+        tid = next(t for t in search.to_run() if by_id[t].columns["parameterization"] == "sp"
+                   and by_id[t].width == 64)
+        search.finish(tid, truth(by_id[tid]))
+        plans = search.plans()[0]
+        if len(plans) > 1 and plans[1].settled:
+            break
+    assert search.plans()[0][1].settled
+    probes = [by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
+              for t in search.to_run()]
+    assert any(probes) and probes == sorted(probes)  # the settled width's probe cells last
