@@ -36,9 +36,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.errors import UserError
-from mutransfer.models.layers import RescalableWeight, ScaledLinear, log_uniform
+from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
 from mutransfer.ops.fft_conv import fft_conv
+from mutransfer.param.rescalable import RescalableWeight
 
 INITS = ("lin", "inv", "legs", "real")
 
