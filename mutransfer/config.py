@@ -8,8 +8,8 @@ from pydantic import Field, model_validator
 
 from mutransfer.configbase import StrictModel
 from mutransfer.data.config import DataConfig
-from mutransfer.models.init_config import DtInit, ImagInit, S4DOptions
 from mutransfer.param.config import ParamConfig
+from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
 
 
 class ModelConfig(StrictModel):

@@ -140,7 +140,9 @@ def _build(config: TrialConfig) -> _Trial:
     torch.manual_seed(t.seed)
     device = resolve_device(t.device)
     source = load_data(config.data)
-    # a sample for data-dependent init schemes, from its own stream so training data is untouched
+    # What the data-dependent init schemes see of the data, handed from the source to the model:
+    # a sample from its own stream (so training data is untouched), and the source's spec, with
+    # the task's own memory function where the task has one (model.imag_init memory: task).
     sample = (next(source.batches("train", 16, t.seq_len, seed=SAMPLE_SEED + t.seed))
               if needs_sample(config.model) else None)
     model = build_model(config, source.spec, sample=sample).to(device)

@@ -3,8 +3,10 @@ minimum separation, and S4D-Lin frequencies for the remaining modes."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ from mutransfer.data.synthetic import memory_kernel
 from mutransfer.errors import UserError
 from mutransfer.init import memory
 from mutransfer.models.build import build_model
+from mutransfer.train import run_trial
 
 
 @pytest.mark.parametrize("rho", ["exp", "poly", "osc"])
@@ -98,3 +101,52 @@ def test_misuse_is_a_user_error() -> None:
     copy = load_data(tokens.data)
     with pytest.raises(UserError, match="scalar real"):
         build_model(tokens, copy.spec, sample=next(copy.batches("train", 2, 64, seed=0)))
+
+
+def _theta(mixer) -> torch.Tensor:
+    """The discrete frequencies θ = Im(A)·Δ of an S4D mixer, (channels, modes)."""
+    return (mixer.A_im * mixer.dt()[:, None]).detach()
+
+
+def test_memory_task_takes_its_kernel_from_the_data_spec_it_is_handed() -> None:
+    # The model reads the task's memory function from the spec the data source hands over,
+    # not from the data config: a task whose kernel oscillates at 0.5 rad/step gets 0.5.
+    cfg = _cfg("task", rho="osc", tau=64.0, omega=0.9)
+
+    def kernel(length: int) -> np.ndarray:
+        k = np.arange(length)
+        return np.exp(-k / 64.0) * np.cos(0.5 * k)
+
+    spec = dataclasses.replace(load_data(cfg.data).spec, memory_kernel=kernel)
+    theta = _theta(build_model(cfg, spec).layers[0].mixer)
+    assert torch.allclose(theta[:, 0], torch.full((16,), 0.5), atol=0.01)
+
+
+class _FirstState:
+    """A Checkpointer that keeps the first loop state offered (the model after step 1)."""
+
+    def __init__(self) -> None:
+        self.state: dict | None = None
+
+    def load(self) -> None:
+        return None
+
+    def save(self, state: dict) -> bool:
+        if self.state is None:
+            self.state = {"model": {k: v.clone() for k, v in state["model"].items()}}
+        return True
+
+
+def test_run_trial_builds_the_model_with_the_task_s_own_kernel() -> None:
+    # The user's path: run_trial loads the data, hands its spec to build_model, and the S4D
+    # model starts on the task's frequency (one step at a negligible LR leaves it there).
+    cfg = _cfg("task", rho="osc", tau=64.0, omega=0.9)
+    cfg = TrialConfig.model_validate({**cfg.model_dump(), "train": {
+        "seq_len": 256, "steps": 2, "eval_every": 1, "batch_size": 2, "eval_batches": 1,
+        "lr": 1e-9}})
+    saved = _FirstState()
+    run_trial(cfg, checkpoint=saved)
+    weights = saved.state["model"]
+    theta = weights["layers.0.mixer.A_im"] * weights["layers.0.mixer.log_dt"].exp()[:, None]
+    assert torch.allclose(theta[:, 0], torch.full((16,), 0.9), atol=0.01)
+    assert (theta[:, 1:] - 0.9).abs().min() >= 0.1 - 1e-3

@@ -10,7 +10,8 @@ from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
 from mutransfer.init import autocorr, signals
 from mutransfer.models.build import build_model
-from mutransfer.models.s4d import S4DMixer, fft_conv
+from mutransfer.models.s4d import S4DMixer
+from mutransfer.ops.fft_conv import fft_conv
 
 LENGTHS = (256, 1024, 4096)
 

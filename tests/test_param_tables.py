@@ -1,4 +1,5 @@
-"""The parameterization tables as implemented agree with DESIGN.md §2.1, role by role.
+"""The parameterization tables as implemented agree with the role table of
+docs/parameterizations.md, role by role.
 
 Each expectation below is written out from the design table, not read from the code: std and
 LR of every role, relative to the base width, at two widths and for both optimizer families.

@@ -11,8 +11,9 @@ import torch
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
 from mutransfer.models.build import build_model
-from mutransfer.models.s4d import S4DMixer, discretize, fft_conv, s4d_init, vandermonde
+from mutransfer.models.s4d import S4DMixer, discretize, s4d_init, vandermonde
 from mutransfer.models.trace import tracing
+from mutransfer.ops.fft_conv import fft_conv
 from mutransfer.param.apply import assign_roles
 from mutransfer.param.config import PARAMETERIZATIONS
 from mutransfer.train import run_trial

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -27,6 +27,10 @@ class DataSpec:
     IGNORE_INDEX (-100) marks positions that are not scored (the copy task scores only its
     answer); float32 (B, L, output_dim) for loss "mse". For language modelling the targets are the
     inputs shifted by one token and output_dim == vocab_size.
+
+    memory_kernel: the task's own memory function, seq_len -> rho(0..K), for a task that is
+    defined by one (the synthetic memory task; None for the others). The model reads it from
+    here for `model.imag_init.memory: task`, so that models/ never imports data/.
     """
 
     kind: Literal["tokens", "real"]
@@ -34,6 +38,7 @@ class DataSpec:
     input_dim: int | None
     output_dim: int
     loss: Literal["ce", "mse"]
+    memory_kernel: Callable[[int], np.ndarray] | None = field(default=None, compare=False)
 
 
 Batch = tuple["torch.Tensor", "torch.Tensor"]

@@ -20,6 +20,7 @@ teacher forcing). Targets are IGNORE_INDEX (-100) everywhere else. Vocab: symbol
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import numpy as np
 import torch
@@ -85,7 +86,8 @@ class _Generated:
 class MemoryTask(_Generated):
     def __init__(self, cfg: DataConfig):
         self.cfg = cfg
-        self.spec = DataSpec(kind="real", vocab_size=None, input_dim=1, output_dim=1, loss="mse")
+        self.spec = DataSpec(kind="real", vocab_size=None, input_dim=1, output_dim=1, loss="mse",
+                             memory_kernel=partial(memory_kernel, cfg))
         shape = {"exp": f"tau {cfg.tau:g}", "poly": f"power {cfg.power:g}",
                  "osc": f"tau {cfg.tau:g}, omega {cfg.omega:g}"}[cfg.rho]
         horizon = "seq_len - 1" if cfg.horizon is None else str(cfg.horizon)

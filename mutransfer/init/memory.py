@@ -17,7 +17,7 @@ import math
 import torch
 
 from mutransfer.init.autocorr import as_rows
-from mutransfer.models.s4d import fft_conv
+from mutransfer.ops.fft_conv import fft_conv
 
 
 def _lagged_apply(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

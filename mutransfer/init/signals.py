@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mutransfer.models.s4d import fft_conv
+from mutransfer.ops.fft_conv import fft_conv
 
 KINDS = ("white", "ar1", "constant")
 

@@ -36,7 +36,8 @@ def build_model(cfg, spec, sample=None) -> SequenceModel:
 
     `sample`: a batch `(inputs, targets)` (or the inputs alone) from the training data, needed
     by the data-dependent init schemes (model.dt_init autocorr, model.imag_init memory; see
-    mutransfer/models/data_init.py); ignored by the others.
+    mutransfer/models/data_init.py); ignored by the others. model.imag_init memory: task reads
+    the task's own memory function from `spec.memory_kernel`.
     """
     tokens = spec.kind == "tokens"
     model = SequenceModel(
@@ -47,5 +48,5 @@ def build_model(cfg, spec, sample=None) -> SequenceModel:
         embedding_std=cfg.model.embedding_std,
     )
     apply_parameterization(model, cfg)
-    apply_init_schemes(model, cfg, sample)
+    apply_init_schemes(model, cfg, spec, sample)
     return model

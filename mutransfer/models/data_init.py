@@ -15,6 +15,10 @@ initialised, produce):
   dt_init_floor as the reference).
 - imag_init memory (S4D only): frequencies chosen once from the memory function
   (mutransfer/init/memory.py), then Im(A) = θ/Δ per channel with the layer's final Δ.
+
+Everything data-derived comes from the caller, as the trainer hands it over (mutransfer/train.py):
+the sample batch, and the data spec, which carries a task's own memory function
+(`DataSpec.memory_kernel`, for `imag_init.memory: task`). This module never imports data/.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ def _split(sample: Sample | None) -> tuple[torch.Tensor | None, torch.Tensor | N
     return inputs, targets
 
 
-def _check(cfg, inputs, targets) -> None:
+def _check(cfg, spec, inputs, targets) -> None:
     mc = cfg.model
     if needs_sample(mc) and inputs is None:
         raise UserError("model.dt_init autocorr / imag_init memory need a data sample at init: "
@@ -59,21 +63,23 @@ def _check(cfg, inputs, targets) -> None:
     if im.scheme == "memory" and im.memory == "ridge" and targets is None:
         raise UserError("model.imag_init: memory with ridge needs targets in the sample: pass "
                         "sample=(inputs, targets)")
-    if im.scheme == "memory" and im.memory == "task" and not (
-            cfg.data.source == "synthetic" and cfg.data.task == "memory"):
+    if im.scheme == "memory" and im.memory == "task" and spec.memory_kernel is None:
         raise UserError("model.imag_init.memory: task needs data source synthetic, task memory")
 
 
-def apply_init_schemes(model: nn.Module, cfg, sample: Sample | None = None) -> None:
-    """Zero real parts, Δ from the autocorrelation, imaginary parts from the memory function."""
+def apply_init_schemes(model: nn.Module, cfg, spec, sample: Sample | None = None) -> None:
+    """Zero real parts, Δ from the autocorrelation, imaginary parts from the memory function.
+
+    `spec`: the DataSpec of the training data (its `memory_kernel` for imag_init memory: task).
+    """
     inputs, targets = _split(sample)
-    _check(cfg, inputs, targets)
+    _check(cfg, spec, inputs, targets)
     mc = cfg.model
     mixers = [layer.mixer for layer in model.layers]
     if mc.zero_real_fraction > 0:
         for mixer in mixers:
             zero_real_parts(mixer, mc.zero_real_fraction)
-    chosen = _chosen_frequencies(cfg, mixers[0], inputs, targets)
+    chosen = _chosen_frequencies(cfg, spec, mixers[0], inputs, targets)
     if mc.dt_init.scheme != "autocorr" and chosen is None:
         return
     for i, mixer in enumerate(mixers):
@@ -125,15 +131,13 @@ def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> tor
     return x.transpose(1, 2).reshape(-1, x.shape[1])
 
 
-def _chosen_frequencies(cfg, mixer, inputs, targets) -> torch.Tensor | None:
+def _chosen_frequencies(cfg, spec, mixer, inputs, targets) -> torch.Tensor | None:
     im = cfg.model.imag_init
     if im.scheme != "memory":
         return None
     if im.memory == "task":
-        from mutransfer.data.synthetic import memory_kernel
-
         length = inputs.shape[1] if inputs is not None else cfg.train.seq_len
-        rho = torch.from_numpy(memory_kernel(cfg.data, length))
+        rho = torch.from_numpy(spec.memory_kernel(length))
     else:
         rho = ridge_rho(inputs, targets, im)
     return memory.dominant_frequencies(rho, mixer.modes, im.min_separation)

@@ -14,33 +14,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from mutransfer.param.rescalable import RescalableWeight
+
 
 def log_uniform(count: int, low: float, high: float) -> torch.Tensor:
     """`count` values log-uniform in [low, high] (the reference's Δ init), from torch.rand."""
     u = torch.rand(count)
     return torch.exp(u * (math.log(high) - math.log(low)) + math.log(low))
-
-
-class RescalableWeight:
-    """A module's `weight` whose std a parameterization sets by rescaling it (never re-drawing).
-
-    `init_scale` is the weight's std over the reference std at the base shape (the module
-    starts it at its own reference init); `width_mult(m)` is the width ratio its init rule
-    follows. Nothing else of the module is touched: every other parameter keeps the init its
-    module gave it (mutransfer/param/apply.py checks that).
-    """
-
-    weight: nn.Parameter
-    init_scale: float = 1.0
-
-    def width_mult(self, m: float) -> float:
-        return m
-
-    def rescale_init(self, scale: float) -> None:
-        """Make the weight's std the base-shape reference std times `scale`, by multiplying."""
-        with torch.no_grad():
-            self.weight.mul_(scale / self.init_scale)
-        self.init_scale = scale
 
 
 class ScaledLinear(RescalableWeight, nn.Linear):

@@ -36,8 +36,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.errors import UserError
-from mutransfer.models.layers import RescalableWeight, ScaledLinear, log_uniform
+from mutransfer.models.layers import ScaledLinear, log_uniform
 from mutransfer.models.trace import active, record
+from mutransfer.ops.fft_conv import fft_conv
+from mutransfer.param.rescalable import RescalableWeight
 
 INITS = ("lin", "inv", "legs", "real")
 
@@ -96,17 +98,6 @@ def vandermonde(log_dA: torch.Tensor, length: int) -> torch.Tensor:
     """Ā^l for l = 0..length-1: (..., M) -> (..., M, length), complex."""
     steps = torch.arange(length, device=log_dA.device, dtype=log_dA.real.dtype)
     return torch.exp(log_dA.unsqueeze(-1) * steps)
-
-
-def fft_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Causal convolution y_t = Σ_{l<=t} k_l u_{t-l} along the last axis (FFT of length 2L)."""
-    length = u.shape[-1]
-    n = 2 * length
-    if k.is_complex() or u.is_complex():
-        y = torch.fft.ifft(torch.fft.fft(u, n=n) * torch.fft.fft(k, n=n), n=n)
-    else:
-        y = torch.fft.irfft(torch.fft.rfft(u, n=n) * torch.fft.rfft(k, n=n), n=n)
-    return y[..., :length]
 
 
 class SSMWeight(RescalableWeight, nn.Module):

@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 from mutransfer.errors import UserError
-from mutransfer.models.layers import RescalableWeight
 from mutransfer.param.config import ROLES
+from mutransfer.param.rescalable import RescalableWeight
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
 
 

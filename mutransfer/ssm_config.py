@@ -2,7 +2,9 @@
 
 Every field is a plain value, so any of them can be a sweep axis by its dotted path
 (e.g. `model.dt_init.kappa`, `model.imag_init.min_separation`, `model.s4d.init`).
-How they are applied: mutransfer/models/data_init.py.
+How they are applied: mutransfer/models/data_init.py (init schemes), mutransfer/models/s4d.py
+(the S4D mixer). Part of the trial-config schema (mutransfer/config.py), so it lives in the config
+layer: reading a config or a sweep plan imports no model code (and no torch).
 """
 
 from __future__ import annotations
