@@ -184,7 +184,7 @@ def keyed(table: pd.DataFrame, cols: list[str]) -> dict[tuple, pd.Series]:
 
 
 def lr_table(runs: list[Run]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """log2 lr* [bootstrap interval] per family and width, and the largest gap per search."""
+    """log2 lr* [the analysis's interval] per family and width, and the largest gap per search."""
     grid = runs[0].analysis
     assert grid is not None
     cols = grid.group_cols
@@ -210,7 +210,7 @@ def lr_table(runs: list[Run]) -> tuple[pd.DataFrame, dict[str, float]]:
 
 
 def drift_table(runs: list[Run]) -> tuple[pd.DataFrame, dict[str, bool]]:
-    """Slope of log2 lr* per doubling of width [bootstrap interval]; inside the grid's?"""
+    """Slope of log2 lr* per doubling of width [the analysis's interval]; inside the grid's?"""
     grid = runs[0].analysis
     assert grid is not None
     cols = grid.family_cols
@@ -319,11 +319,11 @@ def report(path: str, doc: dict, runs: list[Run]) -> None:
     if any(r.analysis is None for r in runs):
         return
     lrs, worst = lr_table(runs)
-    print("\nlr* per family and width: log2 lr* [95% bootstrap interval over seeds]; "
+    print("\nlr* per family and width: log2 lr* [the analysis's 95% interval]; "
           "diff = search - grid, octaves")
     print(lrs.to_string(index=False))
     drift, inside = drift_table(runs)
-    print("\ndrift: slope of log2 lr* against log2 width [95% bootstrap interval]")
+    print("\ndrift: slope of log2 lr* against log2 width [the analysis's 95% interval]")
     print(drift.to_string(index=False))
     print("\nstability boundary: log2 of the geometric mean of the largest LR that trained and "
           "the smallest that diverged")
