@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mutransfer.analysis.coordverdict import slopes, strict_failures, verdicts
 from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
-from mutransfer.coord.verdict import slopes, strict_failures, verdicts
 
 WIDTHS = [64, 128, 256, 512]
 
