@@ -184,3 +184,28 @@ def test_the_figure_shows_the_geometric_mean_over_seeds_the_slopes_are_taken_of(
     df.loc[df.seed == 1, "rms"] *= 4.0  # seed 0 at 1, seed 1 at 4: geometric mean 2
     s = coord_summary(df)
     assert s.rms.to_numpy() == pytest.approx(2.0)
+
+
+
+def _loaded_after(imports: str, packages: tuple[str, ...]) -> list[str]:
+    """Modules of `packages` (or the packages) that a fresh Python loaded after `imports`."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; {imports}; print(sorted(m for m in sys.modules for p in {packages!r} "
+            "if m == p or m.startswith(p + '.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return eval(done.stdout.splitlines()[-1])
+
+
+def test_measuring_never_imports_the_analysis_and_judging_never_imports_torch():
+    """coord measures (torch, models), analysis judges (Parquet tables only): one direction."""
+    def every_module(package: str) -> str:
+        return (f"import importlib, pkgutil, {package} as p; "
+                f"[importlib.import_module(f'{package}.{{m.name}}') "
+                "for m in pkgutil.iter_modules(p.__path__)]")
+
+    assert _loaded_after(every_module("mutransfer.coord"), ("mutransfer.analysis",)) == []
+    assert _loaded_after(every_module("mutransfer.analysis"),
+                         ("torch", "ray", "mutransfer.models")) == []
