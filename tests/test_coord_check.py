@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from mutransfer.analysis.coordverdict import slopes, strict_failures, verdicts
+from mutransfer.analysis.coordverdict import (
+    DOCS,
+    judge,
+    slopes,
+    strict_failures,
+    verdict_text,
+    verdicts,
+)
 from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
 
@@ -139,6 +148,16 @@ def test_a_zero_or_nonfinite_size_is_a_robust_violation():
     df.loc[(df.width == 512) & (df.seed == 1) & (df.step == 2), "drms"] = np.nan
     v = verdicts(slopes(df))
     assert v.verdict.item() == "FAIL" and v.largest.item() == "ΔL0.conv@t2"
+
+
+def test_the_printed_verdict_says_what_it_measures_and_where_to_read_more():
+    sl = slopes(table({"sp": {"conv": (0.0, 0.9)}}))
+    text = verdict_text(judge(sl, 0.3, 1.5), verdicts(sl, tol=0.3, margin=1.5), 2, 0.3, 1.5)
+    assert "slope of log2 RMS against log2 width" in text
+    assert "outside ±0.3 by more than 1.5 standard errors" in text
+    page, section = DOCS.split(", ")
+    assert f"Read more: {DOCS}." in text
+    assert f"## {section.strip(chr(34))}\n" in (Path(__file__).parents[1] / page).read_text()
 
 
 @pytest.mark.parametrize("argv,needle", [

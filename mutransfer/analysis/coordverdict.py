@@ -194,12 +194,11 @@ def verdict_text(judged: pd.DataFrame, v: pd.DataFrame, last_step: int,
     the verdict per parameterization."""
     return "\n".join([
         slope_table(judged, last_step), "",
-        "verdict: for every activation h and its update Δh (each layer and step), the slope of "
-        "log2 RMS against log2 width,",
-        f"which muP keeps flat; FAIL when one lies outside ±{tol:g} by more than {margin:g} "
-        "standard errors (seed spread and power-law fit),",
-        "borderline ones are counted apart, not judged; sp is expected to FAIL. Read more: "
-        f"{DOCS}.",
+        "verdict: per activation h and update Δh (each layer and step), the slope of log2 RMS "
+        "against log2 width, flat when sizes",
+        f"do not depend on width. FAIL: a slope outside ±{tol:g} by more than {margin:g} standard "
+        "errors (seed spread + power-law fit);",
+        f"borderline slopes are counted apart. sp is expected to FAIL. Read more: {DOCS}.",
         format_verdicts(v)])
 
 
