@@ -8,8 +8,6 @@ from pathlib import Path
 
 from mutransfer.errors import UserError
 
-HELP = "coordinate check: activation sizes against width"
-
 
 def add_arguments(p, name: str) -> None:
     from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_TOLERANCE
