@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.results.store import read_tables
 from mutransfer.sweep.grid import load_plan
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 EVAL_EVERY = 5
 TINY_MODEL = {"n_layer": 1, "d_state": 4, "base_width": 16}

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from mutransfer.analysis import analyze, summary_table, write_analysis
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.cli import main
 from mutransfer.results.store import TRIAL_COLUMNS
 from tests.sweeps import LR_GRID, MUP, planted_results
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 
 def one_line_error(capsys) -> str:

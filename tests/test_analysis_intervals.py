@@ -7,10 +7,10 @@ import pytest
 
 from benchmarks.interval_coverage import EXPONENT, WIDTHS, covers, planted_trials
 from mutransfer.analysis import analyze
-from mutransfer.analysis.output import full_text
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from mutransfer.analysis.render import full_text
 from mutransfer.results.store import Tables
 from tests.sweeps import LR_GRID, MUP, SP
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 HALF_OCTAVES = [2.0**e for e in np.arange(-12, -3.9, 0.5)]
 QUARTER_OCTAVES = [2.0**e for e in np.arange(-12, -3.9, 0.25)]

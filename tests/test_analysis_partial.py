@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from mutransfer.analysis import analyze, summary_table
-from mutransfer.analysis.output import full_text
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
+from mutransfer.analysis.render import full_text
 from mutransfer.results.store import Tables
 from tests.sweeps import LR_GRID, MUP, SP, transfer_search_results
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 TRAINED, PARTIAL, NOT_RUN = "trained", "partial", "not run"  # the cells table's statuses
 FLAT = Planted("mup", 2**-7, 0.0, stable_base=2**-4.5)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from mutransfer.analysis import analyze
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.results.store import Tables
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 WIDTHS = [64, 128, 256, 512]
 GRID = [2.0**e for e in np.arange(-14, -3.9, 0.5)]  # half-octave steps, 2^-14 .. 2^-4

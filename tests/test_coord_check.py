@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from mutransfer.analysis.coordverdict import (
+    DOCS,
+    judge,
+    slopes,
+    strict_failures,
+    verdict_text,
+    verdicts,
+)
 from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
-from mutransfer.coord.verdict import slopes, strict_failures, verdicts
 
 WIDTHS = [64, 128, 256, 512]
 
@@ -141,6 +150,16 @@ def test_a_zero_or_nonfinite_size_is_a_robust_violation():
     assert v.verdict.item() == "FAIL" and v.largest.item() == "ΔL0.conv@t2"
 
 
+def test_the_printed_verdict_says_what_it_measures_and_where_to_read_more():
+    sl = slopes(table({"sp": {"conv": (0.0, 0.9)}}))
+    text = verdict_text(judge(sl, 0.3, 1.5), verdicts(sl, tol=0.3, margin=1.5), 2, 0.3, 1.5)
+    assert "slope of log2 RMS against log2 width" in text
+    assert "outside ±0.3 by more than 1.5 standard errors" in text
+    page, section = DOCS.split(", ")
+    assert f"Read more: {DOCS}." in text
+    assert f"## {section.strip(chr(34))}\n" in (Path(__file__).parents[1] / page).read_text()
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["--widths", "4", "64"], "below the minimum width 8"),
     (["--param", "sp", "mu_p"], "unknown parameterization 'mu_p'"),
@@ -184,3 +203,28 @@ def test_the_figure_shows_the_geometric_mean_over_seeds_the_slopes_are_taken_of(
     df.loc[df.seed == 1, "rms"] *= 4.0  # seed 0 at 1, seed 1 at 4: geometric mean 2
     s = coord_summary(df)
     assert s.rms.to_numpy() == pytest.approx(2.0)
+
+
+
+def _loaded_after(imports: str, packages: tuple[str, ...]) -> list[str]:
+    """Modules of `packages` (or the packages) that a fresh Python loaded after `imports`."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; {imports}; print(sorted(m for m in sys.modules for p in {packages!r} "
+            "if m == p or m.startswith(p + '.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return eval(done.stdout.splitlines()[-1])
+
+
+def test_measuring_never_imports_the_analysis_and_judging_never_imports_torch():
+    """coord measures (torch, models), analysis judges (Parquet tables only): one direction."""
+    def every_module(package: str) -> str:
+        return (f"import importlib, pkgutil, {package} as p; "
+                f"[importlib.import_module(f'{package}.{{m.name}}') "
+                "for m in pkgutil.iter_modules(p.__path__)]")
+
+    assert _loaded_after(every_module("mutransfer.coord"), ("mutransfer.analysis",)) == []
+    assert _loaded_after(every_module("mutransfer.analysis"),
+                         ("torch", "ray", "mutransfer.models")) == []

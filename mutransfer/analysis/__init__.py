@@ -5,8 +5,13 @@ and `plot` commands and by the sweep at its end:
 
     analyze(results_dir) -> Analysis
     write_analysis(analysis, out_dir) -> list[Path]
-    summary_table(analysis) -> str
+    summary_table(analysis) -> str      (full_text: every table, as `analyze` prints it)
     make_plots(results_dir) -> list[Path]
+
+Computing: core (analyze) over groups, cells, fit, intervals, optimum, drift, stability,
+regret (with slopes and tdist). Showing: views (tables as strings), render (text, Markdown,
+HTML), write (files), plots, curves, coordplot (figures). Judging a coordinate check:
+coordverdict.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from mutransfer.analysis.core import Analysis, analyze
-from mutransfer.analysis.output import summary_table, write_analysis
+from mutransfer.analysis.render import full_text, summary_table
+from mutransfer.analysis.write import write_analysis
 from mutransfer.errors import UserError
 from mutransfer.results.fs import is_uri
 
-__all__ = ["Analysis", "analyze", "write_analysis", "summary_table", "make_plots", "analysis_dir"]
+__all__ = ["Analysis", "analyze", "write_analysis", "summary_table", "full_text", "make_plots",
+           "analysis_dir"]
 
 
 def analysis_dir(results_dir: str | Path) -> Path:
@@ -36,7 +43,7 @@ def make_plots(results_dir: str | Path, analysis: Analysis | None = None,
     Pass `analysis` to reuse one already computed (the bootstrap is the slow part).
     Matplotlib is imported only here, so `analyze` stays light.
     """
-    from mutransfer.analysis.report import write_report
+    from mutransfer.analysis.write import write_report
 
     a = analysis if analysis is not None else analyze(results_dir)
     return write_report(a, Path(out_dir) if out_dir is not None else analysis_dir(results_dir))

@@ -1,4 +1,5 @@
-"""Human-readable views of the analysis tables (strings), rendered as text, Markdown or HTML.
+"""Human-readable views of the analysis tables (strings), which render.py lays out as text,
+Markdown or HTML.
 
 The stored tables keep raw numbers; these views choose columns, round, and name the headers.
 """
@@ -175,22 +176,3 @@ def flagged_cells(a: Analysis) -> list[str]:
             lines.append(f"{family_label(key[:-1], a.axes)}, width {key[-1]}: "
                          + "; ".join(parts))
     return lines
-
-
-def text_table(df: pd.DataFrame, indent: str = "  ") -> str:
-    """Left-aligned columns separated by two spaces; empty trailing columns trimmed."""
-    cols = [c for c in df.columns if df[c].astype(str).str.len().any()]
-    cells = [[str(c) for c in cols]] + [[str(v) for v in row] for row in df[cols].to_numpy()]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-    return "\n".join(indent + line for line in lines)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    def esc(v: object) -> str:
-        return str(v).replace("|", "\\|")
-
-    head = "| " + " | ".join(esc(c) for c in df.columns) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(esc(v) for v in row) + " |" for row in df.to_numpy()]
-    return "\n".join([head, rule, *body])

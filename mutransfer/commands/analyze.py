@@ -42,8 +42,7 @@ def analysis_from_args(args):
 
 
 def run(args) -> int:
-    from mutransfer.analysis import analysis_dir, write_analysis
-    from mutransfer.analysis.output import full_text
+    from mutransfer.analysis import analysis_dir, full_text, write_analysis
 
     a = analysis_from_args(args)
     print(full_text(a))

@@ -8,24 +8,24 @@ from pathlib import Path
 
 from mutransfer.errors import UserError
 
-HELP = "coordinate check: activation sizes against width"
-PARAMS = ("sp", "mup", "spectral", "mup_ssm")
-
 
 def add_arguments(p, name: str) -> None:
-    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_SEEDS, COORD_TOLERANCE
+    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_TOLERANCE
+    from mutransfer.coord.settings import DEFAULT_LR, CoordSettings
 
-    p.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
-    p.add_argument("--param", nargs="+", default=list(PARAMS), help="parameterizations")
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    p.add_argument("--lr", type=float, default=None, help="default: 0.003 (adam), 0.1 (sgd)")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--seeds", type=int, nargs="+", default=list(range(COORD_SEEDS)),
-                   help=f"default: 0-{COORD_SEEDS - 1}")
+    d = CoordSettings()  # the defaults, in one place
+    p.add_argument("--widths", type=int, nargs="+", default=d.widths)
+    p.add_argument("--param", nargs="+", default=d.params, help="parameterizations")
+    p.add_argument("--optimizer", choices=tuple(DEFAULT_LR), default=d.optimizer)
+    p.add_argument("--lr", type=float, default=None, help="default: " + ", ".join(
+        f"{lr:g} ({opt})" for opt, lr in DEFAULT_LR.items()))
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--seeds", type=int, nargs="+", default=d.seeds,
+                   help=f"default: {d.seeds[0]}-{d.seeds[-1]}")
     p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
-    p.add_argument("--n-layer", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--seq-len", type=int, default=32)
+    p.add_argument("--n-layer", type=int, default=d.n_layer)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--seq-len", type=int, default=d.seq_len)
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="PARAM.ROLE.ENTRY=VALUE",
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
@@ -41,6 +41,8 @@ def add_arguments(p, name: str) -> None:
 
 
 def _check(args) -> None:
+    from mutransfer.param.config import PARAMETERIZATIONS
+
     if len(set(args.widths)) < 2:
         raise UserError("--widths: give at least two different widths")
     if min(args.widths) < 8:
@@ -48,9 +50,9 @@ def _check(args) -> None:
     if args.base_width is not None and args.base_width > min(args.widths):
         raise UserError("--base-width: must not exceed the smallest width")
     for name in args.param:
-        if name not in PARAMS:
+        if name not in PARAMETERIZATIONS:
             raise UserError(f"--param: unknown parameterization {name!r} "
-                            f"(known: {', '.join(PARAMS)})")
+                            f"(known: {', '.join(PARAMETERIZATIONS)})")
     if args.lr is not None and not args.lr > 0:
         raise UserError(f"--lr: must be positive, got {args.lr}")
     if args.steps < 1:
@@ -87,21 +89,29 @@ def _progress(done: int, total: int, what: str) -> None:
 
 
 def run(args) -> int:
+    """Measure (mutransfer.coord, torch), then judge (mutransfer.analysis.coordverdict)."""
     from mutransfer.commands.outputs import check_output_dir
 
     check_output_dir(args.out)  # before the measurements, not after them
     _check(args)
     from mutransfer.analysis.coordplot import plot_coord_check
-    from mutransfer.coord.measure import CoordSettings, run_coord_check, trial_config
-    from mutransfer.coord.verdict import judge, seed_ranges, slopes, strict_failures, verdicts
+    from mutransfer.analysis.coordverdict import (
+        judge,
+        seed_ranges,
+        slopes,
+        strict_failures,
+        verdict_text,
+        verdicts,
+    )
+    from mutransfer.coord.measure import run_coord_check, trial_config
+    from mutransfer.coord.settings import CoordSettings
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
 
     s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
-                      optimizer=args.optimizer,
-                      lr=args.lr or (3e-3 if args.optimizer == "adam" else 0.1),
-                      steps=args.steps, seeds=args.seeds, base_width=args.base_width,
-                      n_layer=args.n_layer, batch_size=args.batch_size, seq_len=args.seq_len,
+                      optimizer=args.optimizer, lr=args.lr, steps=args.steps, seeds=args.seeds,
+                      base_width=args.base_width, n_layer=args.n_layer,
+                      batch_size=args.batch_size, seq_len=args.seq_len,
                       overrides=_parse_overrides(args.overrides),
                       model=_parse_model(args.model))
     for param in s.params:  # validate overrides before any work
@@ -110,7 +120,7 @@ def run(args) -> int:
     t0 = time.time()
     coord = run_coord_check(s, source, progress=_progress)
     sl = slopes(coord)
-    v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seed_list())
+    v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seeds)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     coord.to_parquet(out / "coord.parquet", index=False)
@@ -118,42 +128,11 @@ def run(args) -> int:
     v.to_parquet(out / "verdicts.parquet", index=False)
     png = plot_coord_check(coord, out / f"coord_check_{s.optimizer}.png")
     print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
-          f"{seed_ranges(s.seed_list())}, widths {s.widths}, {time.time() - t0:.0f} s")
-    print(_report(judge(sl, args.tolerance, args.margin), v, s.steps, args))
+          f"{seed_ranges(s.seeds)}, widths {s.widths}, {time.time() - t0:.0f} s")
+    print(verdict_text(judge(sl, args.tolerance, args.margin), v, s.steps, args.tolerance,
+                       args.margin))
     print(f"\nwrote {out / 'coord.parquet'}, {png}")
     if args.strict and (bad := strict_failures(v)):
         print("strict: " + ", ".join(bad), file=sys.stderr)
         return 1
     return 0
-
-
-def _report(judged, v, last_step: int, args) -> str:
-    return "\n".join([
-        _slope_table(judged, last_step), "",
-        f"verdict: FAIL when a slope is outside ±{args.tolerance:g} by more than "
-        f"{args.margin:g} s.e. (robust); borderline ones are counted apart, not judged",
-        format_verdicts(v)])
-
-
-def format_verdicts(v) -> str:
-    """The verdict table: largest robust slope (or largest of all on a PASS) ± its s.e."""
-    t = v.assign(slope=[f"{a:+.2f} ± {b:.2f}" for a, b in zip(v["slope"], v["se"])],
-                 **{"robust/borderline/checked": [f"{a} / {b} / {c}" for a, b, c in zip(
-                     v["robust"], v["borderline"], v["checked"])]})
-    cols = ["parameterization", "verdict", "largest", "slope", "robust/borderline/checked",
-            "seeds"]
-    return t[cols].to_string(index=False)
-
-
-def _slope_table(judged, last_step: int) -> str:
-    """Slopes at the last step, a row per quantity, a column per param x kind; `!` marks a
-    robust violation and `?` a borderline one."""
-    sub = judged[judged["step"] == last_step].copy()
-    sub["quantity"] = [q if layer < 0 else f"L{layer}.{q}"
-                       for layer, q in zip(sub["layer"], sub["quantity"])]
-    mark = {"ok": "", "borderline": "?", "robust": "!"}
-    sub["cell"] = [f"{x:+.2f}{mark[m]}" for x, m in zip(sub["slope"], sub["status"])]
-    table = sub.pivot_table(index="quantity", columns=["parameterization", "kind"],
-                            values="cell", aggfunc="first", sort=False)
-    return (f"slopes of log2 RMS vs log2 width at step {last_step} (mean over seeds; "
-            f"! robust violation, ? borderline):\n" + table.fillna("").to_string())

@@ -6,37 +6,15 @@ quantity, the RMS per coordinate of h_t and of h_t - h_0 on a fixed probe batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from mutransfer.analysis_defaults import COORD_SEEDS
 from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
+from mutransfer.coord.settings import CoordSettings
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
-
-
-@dataclass
-class CoordSettings:
-    widths: list[int]
-    params: list[str]
-    optimizer: str = "adam"
-    lr: float = 3e-3
-    steps: int = 3
-    seeds: list[int] | None = None
-    base_width: int | None = None
-    n_layer: int = 2
-    d_state: int = 16
-    batch_size: int = 4
-    seq_len: int = 32
-    overrides: dict | None = None  # parameterization -> role -> entry -> value
-    model: dict | None = None  # further ModelConfig fields, e.g. {"tie_embeddings": False}
-
-    def seed_list(self) -> list[int]:
-        return self.seeds if self.seeds else list(range(COORD_SEEDS))
 
 
 def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialConfig:
@@ -95,7 +73,7 @@ def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
     """All (parameterization, width, seed) runs as one long table (docs/results-format.md)."""
     spec = source.spec
     rows = []
-    seeds = s.seed_list()
+    seeds = s.seeds
     # the same data for every parameterization and width: a fixed probe, train batches per seed
     probe, _ = next(source.batches("eval", s.batch_size, s.seq_len, seed=1234))
     train = {}

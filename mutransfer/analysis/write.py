@@ -1,4 +1,5 @@
-"""PNG figures and one self-contained report.html (figures embedded as base64 data URIs).
+"""The analysis on disk: every table as Parquet and CSV with analysis.md, and the PNG figures
+with one self-contained report.html (figures embedded as base64 data URIs).
 
 The report opens from disk with no server and keeps working when moved or mailed: it links
 nothing, loads nothing, and runs no script.
@@ -6,31 +7,63 @@ nothing, loads nothing, and runs no script.
 
 from __future__ import annotations
 
-import base64
-import html
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from mutransfer.analysis.coordplot import plot_coord_check, read_coord
 from mutransfer.analysis.core import Analysis
-from mutransfer.analysis.curves import plot_training_curves
-from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
-from mutransfer.analysis.sections import Section, header_lines, sections
+from mutransfer.analysis.render import Figure, markdown, render_html
 
 REPORT = "report.html"
 
 
-@dataclass
-class Figure:
-    path: Path
-    title: str
-    caption: str
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding several Python types (an axis of numbers and "unset") become text,
+    which Parquet can store; uniform columns keep their type."""
+    out = df.copy()
+    for col in out.columns:
+        if not pd.api.types.is_object_dtype(out[col].dtype):
+            continue
+        kinds = {type(v) for v in out[col].dropna()}
+        if len(kinds) > 1:
+            out[col] = out[col].astype(str)
+    return out
+
+
+def write_table(df: pd.DataFrame, stem: Path) -> list[Path]:
+    """`stem`.parquet and `stem`.csv (an empty table removes stale copies instead)."""
+    paths = [stem.with_suffix(".parquet"), stem.with_suffix(".csv")]
+    if df.empty:
+        for p in paths:
+            p.unlink(missing_ok=True)
+        return []
+    safe = _parquet_safe(df)
+    pq.write_table(pa.Table.from_pandas(safe, preserve_index=False), paths[0])
+    safe.to_csv(paths[1], index=False)
+    return paths
+
+
+def write_analysis(analysis: Analysis, out_dir: str | Path) -> list[Path]:
+    """Every table as Parquet and CSV, plus analysis.md, under `out_dir`; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for stem, df in analysis.tables().items():
+        paths += write_table(df, out / stem)
+    md = out / "analysis.md"
+    md.write_text(markdown(analysis))
+    return [*paths, md]
 
 
 def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     """Every figure the folder supports, keyed by the table section it goes with."""
+    # matplotlib is imported here, not at the top: the tables and analysis.md need none of it
+    from mutransfer.analysis.coordplot import plot_coord_check, read_coord
+    from mutransfer.analysis.curves import plot_training_curves
+    from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
+
     figs = {
         "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"), "Loss against LR",
                              "Seed-adjusted mean final eval loss at each LR, a line per width "
@@ -63,52 +96,6 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                                "RMS size of each activation (top) and of its change since "
                                "initialisation (bottom) against width, log-log.")
     return figs
-
-
-STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
-       color: #222; line-height: 1.4; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
-th, td { padding: 0.2em 0.7em; border-bottom: 1px solid #eee; text-align: left; }
-th { background: #f4f4f4; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption, p.caption { color: #555; font-size: 0.9em; }
-"""
-
-
-def _img(fig: Figure) -> str:
-    data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(fig.title)}">'
-            f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}"
-            "</figcaption></figure>")
-
-
-def _section(s: Section) -> str:
-    with pd.option_context("display.max_colwidth", None):  # notes must not be cut short
-        body = (f"<p>{html.escape(s.line)}</p>" if s.line
-                else s.view.to_html(index=False, border=0, escape=True))
-    return (f'<h2 id="{s.key}">{html.escape(s.title)}</h2>'
-            f'<p class="caption">{html.escape(s.caption)}</p>{body}')
-
-
-def render_html(a: Analysis, figs: dict[str, Figure]) -> str:
-    title = f"Transfer report: {a.name}"
-    parts = [f"<h1>{html.escape(title)}</h1><ul>"]
-    parts += [f"<li>{html.escape(line)}</li>" for line in header_lines(a)] + ["</ul>"]
-    if "loss_vs_lr" in figs:
-        parts.append(_img(figs["loss_vs_lr"]))
-    for s in sections(a):
-        parts.append(_section(s))
-        if s.key in figs:
-            parts.append(_img(figs[s.key]))
-    for key, heading in (("curves", "Training curves"), ("coord", "Coordinate check")):
-        if key in figs:
-            parts += [f"<h2>{heading}</h2>", _img(figs[key])]
-    body = "\n".join(parts)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"
-            f"<body>\n{body}\n</body></html>\n")
 
 
 def write_report(a: Analysis, out: Path) -> list[Path]:

@@ -1,5 +1,7 @@
 """Coordinate check, judging part: log-log slopes against width, their noise, and a verdict.
 
+Reads the table coord/measure.py writes (coord.parquet, docs/results-format.md); no torch.
+
 A parameterization that claims feature learning must keep the RMS of every activation h and
 of its update Δh flat in width: |slope of log2 RMS against log2 width| <= tolerance, at every
 step. One exception, as in the mup library's own checks: the logits only need to stay O(1) at
@@ -23,8 +25,10 @@ import pandas as pd
 from mutransfer.analysis.slopes import rowwise_slopes
 from mutransfer.analysis_defaults import COORD_MARGIN_SE as MARGIN
 from mutransfer.analysis_defaults import COORD_TOLERANCE as TOLERANCE
+from mutransfer.param.config import PARAMETERIZATIONS
 
-FEATURE_LEARNING = ("mup", "spectral", "mup_ssm")  # SP does not claim it
+FEATURE_LEARNING = tuple(p for p in PARAMETERIZATIONS if p != "sp")  # SP does not claim it
+DOCS = 'docs/parameterizations.md, "The coordinate check and its noise model"'
 SHRINK_ALLOWED = ("logits",)
 KEYS = ["parameterization", "layer", "quantity", "step"]
 
@@ -182,3 +186,41 @@ def strict_failures(v: pd.DataFrame) -> list[str]:
         if r.parameterization == "sp" and r.verdict == "PASS":
             bad.append("sp PASSes")
     return bad
+
+
+def verdict_text(judged: pd.DataFrame, v: pd.DataFrame, last_step: int,
+                 tol: float = TOLERANCE, margin: float = MARGIN) -> str:
+    """What `coord-check` prints: the slopes at the last step, what the verdict measures, and
+    the verdict per parameterization."""
+    return "\n".join([
+        slope_table(judged, last_step), "",
+        "verdict: per activation h and update Δh (each layer and step), the slope of log2 RMS "
+        "against log2 width, flat when sizes",
+        f"do not depend on width. FAIL: a slope outside ±{tol:g} by more than {margin:g} standard "
+        "errors (seed spread + power-law fit);",
+        f"borderline slopes are counted apart. sp is expected to FAIL. Read more: {DOCS}.",
+        format_verdicts(v)])
+
+
+def format_verdicts(v: pd.DataFrame) -> str:
+    """The verdict table: largest robust slope (or largest of all on a PASS) ± its s.e."""
+    t = v.assign(slope=[f"{a:+.2f} ± {b:.2f}" for a, b in zip(v["slope"], v["se"])],
+                 **{"robust/borderline/checked": [f"{a} / {b} / {c}" for a, b, c in zip(
+                     v["robust"], v["borderline"], v["checked"])]})
+    cols = ["parameterization", "verdict", "largest", "slope", "robust/borderline/checked",
+            "seeds"]
+    return t[cols].to_string(index=False)
+
+
+def slope_table(judged: pd.DataFrame, last_step: int) -> str:
+    """Slopes at the last step, a row per quantity, a column per param x kind; `!` marks a
+    robust violation and `?` a borderline one."""
+    sub = judged[judged["step"] == last_step].copy()
+    sub["quantity"] = [q if layer < 0 else f"L{layer}.{q}"
+                       for layer, q in zip(sub["layer"], sub["quantity"])]
+    mark = {"ok": "", "borderline": "?", "robust": "!"}
+    sub["cell"] = [f"{x:+.2f}{mark[m]}" for x, m in zip(sub["slope"], sub["status"])]
+    table = sub.pivot_table(index="quantity", columns=["parameterization", "kind"],
+                            values="cell", aggfunc="first", sort=False)
+    return (f"slopes of log2 RMS vs log2 width at step {last_step} (mean over seeds; "
+            f"! robust violation, ? borderline):\n" + table.fillna("").to_string())

@@ -1,8 +1,12 @@
-"""The analysis as titled sections (title, caption, table view) shared by text, Markdown, HTML."""
+"""The analysis as documents: each table's title, caption and view, rendered as text (the
+terminal), Markdown (analysis.md) and HTML (report.html). Strings only; write.py writes files."""
 
 from __future__ import annotations
 
+import base64
+import html
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -104,3 +108,121 @@ def header_lines(a: Analysis) -> list[str]:
         lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in a.fixed.items()))
     lines += a.notes
     return lines
+
+
+# Text and Markdown
+
+
+def text_table(df: pd.DataFrame, indent: str = "  ") -> str:
+    """Left-aligned columns separated by two spaces; empty trailing columns trimmed."""
+    cols = [c for c in df.columns if df[c].astype(str).str.len().any()]
+    cells = [[str(c) for c in cols]] + [[str(v) for v in row] for row in df[cols].to_numpy()]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(indent + line for line in lines)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    def esc(v: object) -> str:
+        return str(v).replace("|", "\\|")
+
+    head = "| " + " | ".join(esc(c) for c in df.columns) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(esc(v) for v in row) + " |" for row in df.to_numpy()]
+    return "\n".join([head, rule, *body])
+
+
+def markdown(a: Analysis) -> str:
+    parts = [f"# Transfer analysis: {a.name}", ""]
+    parts += [f"- {line}" for line in header_lines(a)] + [""]
+    for s in sections(a):
+        parts += [f"## {s.title}", "", s.caption, ""]
+        parts += [s.line if s.line else markdown_table(s.view), ""]
+    return "\n".join(parts)
+
+
+def summary_table(analysis: Analysis) -> str:
+    """Compact text: best LR per width and parameterization, then drift per parameterization."""
+    a = analysis
+    lines = [f"optimal LR per width (95% interval from {a.n_boot} noise draws, noise: its "
+             "source and df; edge: optimum on the grid edge, widen the LR range)",
+             text_table(views.view_lr_opt(a, compact=True))]
+    flagged = views.flagged_cells(a)
+    if flagged:
+        lines.append("LRs left out of lr* (some seeds diverged, or not run at that width):")
+        lines += [f"  {line}" for line in flagged]
+    drift = drift_section(a, compact=True)
+    if drift.line:
+        lines.append(drift.line)
+    else:
+        lines += ["drift: slope of log2 lr* against log2 width (transfer ~ 0)",
+                  text_table(drift.view)]
+    return "\n".join(lines)
+
+
+def full_text(analysis: Analysis) -> str:
+    """Every section as text, for `mutransfer analyze`."""
+    parts = [*header_lines(analysis), ""]
+    for s in sections(analysis):
+        parts.append(s.title)
+        parts.append(s.line if s.line else text_table(s.view))
+        parts.append("")
+    return "\n".join(parts).rstrip()
+
+
+# HTML
+
+
+@dataclass
+class Figure:
+    """A PNG written by write.make_figures, with what report.html says about it."""
+
+    path: Path
+    title: str
+    caption: str
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
+       color: #222; line-height: 1.4; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { padding: 0.2em 0.7em; border-bottom: 1px solid #eee; text-align: left; }
+th { background: #f4f4f4; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption, p.caption { color: #555; font-size: 0.9em; }
+"""
+
+
+def _img(fig: Figure) -> str:
+    data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(fig.title)}">'
+            f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}"
+            "</figcaption></figure>")
+
+
+def _section(s: Section) -> str:
+    with pd.option_context("display.max_colwidth", None):  # notes must not be cut short
+        body = (f"<p>{html.escape(s.line)}</p>" if s.line
+                else s.view.to_html(index=False, border=0, escape=True))
+    return (f'<h2 id="{s.key}">{html.escape(s.title)}</h2>'
+            f'<p class="caption">{html.escape(s.caption)}</p>{body}')
+
+
+def render_html(a: Analysis, figs: dict[str, Figure]) -> str:
+    title = f"Transfer report: {a.name}"
+    parts = [f"<h1>{html.escape(title)}</h1><ul>"]
+    parts += [f"<li>{html.escape(line)}</li>" for line in header_lines(a)] + ["</ul>"]
+    if "loss_vs_lr" in figs:
+        parts.append(_img(figs["loss_vs_lr"]))
+    for s in sections(a):
+        parts.append(_section(s))
+        if s.key in figs:
+            parts.append(_img(figs[s.key]))
+    for key, heading in (("curves", "Training curves"), ("coord", "Coordinate check")):
+        if key in figs:
+            parts += [f"<h2>{heading}</h2>", _img(figs[key])]
+    body = "\n".join(parts)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"
+            f"<body>\n{body}\n</body></html>\n")
