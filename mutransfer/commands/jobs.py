@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-HELP = "status and logs of a submitted sweep job"
-
 
 def add_arguments(p, name: str) -> None:
     p.add_argument("job_id", help="the id `mutransfer submit` printed")

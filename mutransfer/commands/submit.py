@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-HELP = "submit a sweep as a Ray job to a cluster"
-
 
 def add_arguments(p, name: str) -> None:
     p.add_argument("file", help="sweep file (YAML), inside the working directory")
