@@ -1,8 +1,8 @@
-"""The `mutransfer` command: a thin dispatcher over one module per subcommand.
+"""The `mutransfer` command: one module per subcommand under `mutransfer/commands/`.
 
-Each subcommand lives in `mutransfer/commands/<name>.py` and exposes `HELP`,
-`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when their
-command runs, so `mutransfer analyze` never imports torch or Ray.
+Each module exposes `add_arguments(parser, name)` and `run(args) -> int`; the one-line help
+of each command is in `COMMANDS` below. Modules are imported only when their command runs,
+so `mutransfer analyze` never imports torch or Ray.
 """
 
 from __future__ import annotations
@@ -11,20 +11,42 @@ import argparse
 import importlib
 import sys
 
-# (command, module under mutransfer.commands, one-line help)
+# What `mutransfer --help` says above the list of commands.
+DESCRIPTION = (
+    "Does a learning rate tuned on a small Mamba model transfer to a large one? mutransfer "
+    "trains grids of width x learning rate x parameterization (sp, mup, spectral, mup_ssm) x "
+    "seed on Ray (this machine, or a cluster), stores every loss in Parquet, and reports the "
+    "optimal learning rate at each width, its drift with width, where training turns "
+    "unstable, and the transfer plots. The three main commands: `mutransfer sweep FILE` runs "
+    "a sweep file (try sweeps/quickstart.yaml), `mutransfer analyze RESULTS` prints the "
+    "tables, `mutransfer plot RESULTS` draws the plots and report.html.")
+EPILOG = "`mutransfer COMMAND --help` lists a command's options."
+
+# (command, module under mutransfer.commands, one-line help), in the order --help lists them
 COMMANDS: list[tuple[str, str, str]] = [
-    ("coord-check", "coord_check", "coordinate check: activation sizes against width"),
-    ("train", "train", "run one trial from a config file"),
     ("sweep", "sweep", "run a sweep file on local Ray or a cluster"),
+    ("analyze", "analyze", "optimal LR, drift, stability and regret tables"),
+    ("plot", "plot", "transfer plots and report.html"),
+    ("validate", "validate", "check a sweep file and count its cells"),
+    ("schema", "validate", "print the JSON schema of sweep files"),
     ("submit", "submit", "submit a sweep as a Ray job to a cluster"),
     ("status", "jobs", "status of a submitted sweep job"),
     ("logs", "jobs", "logs of a submitted sweep job"),
-    ("validate", "validate", "check a sweep file and count its cells"),
-    ("schema", "validate", "print the JSON schema of sweep files"),
-    ("analyze", "analyze", "optimal LR, drift, stability and regret tables"),
-    ("plot", "plot", "transfer plots and report.html"),
+    ("train", "train", "run one trial from a config file"),
+    ("coord-check", "coord_check", "coordinate check: activation sizes against width"),
     ("autocorr", "autocorr", "autocorrelation lambda_max and timescale against length"),
 ]
+
+
+def version() -> str:
+    """The installed package's version (its metadata: pyproject's `version`)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("mutransfer")
+    except PackageNotFoundError:  # imported from a checkout that was never pip-installed
+        return "unknown (not installed)"
 
 
 def _available() -> list[tuple[str, str, str]]:
@@ -44,8 +66,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="mutransfer", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = OneLineParser(prog="mutransfer", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"mutransfer {version()}")
+    sub = parser.add_subparsers(title="commands", dest="command", required=True,
+                                metavar="COMMAND")
     for name, module, help_ in _available():
         p = sub.add_parser(name, help=help_, description=help_)
         p.set_defaults(_module=module)
@@ -58,7 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     from mutransfer.errors import UserError, format_validation_error
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if not (sys.argv[1:] if argv is None else argv):  # a bare `mutransfer`: what it can do
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: a code, as for every error
+        return exc.code if isinstance(exc.code, int) else 2
     mod = importlib.import_module(f"mutransfer.commands.{args._module}")
     try:
         return int(mod.run(args) or 0)

@@ -91,7 +91,3 @@ class TrialConfig(StrictModel):
             raise ValueError(
                 f"width {self.width} is below model.base_width {self.model.base_width}")
         return self
-
-    @property
-    def width_mult(self) -> float:
-        return self.width / self.model.base_width

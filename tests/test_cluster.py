@@ -58,16 +58,16 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
     path = write_sweep(project, "cluster", AXES, storage, steps=20, resources=ONE_CPU)
     monkeypatch.chdir(project)
 
-    assert main(["submit", path.name, "--address", cluster_env.dashboard, "--job-id",
+    assert main(["submit", path.name, "--dashboard", cluster_env.dashboard, "--job-id",
                  "mt-cluster-1", "--no-analysis"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "mt-cluster-1"
-    assert main(["status", "mt-cluster-1", "--address", cluster_env.dashboard, "--wait"]) == 0, \
-        main(["logs", "mt-cluster-1", "--address", cluster_env.dashboard])
+    assert main(["status", "mt-cluster-1", "--dashboard", cluster_env.dashboard, "--wait"]) == 0, \
+        main(["logs", "mt-cluster-1", "--dashboard", cluster_env.dashboard])
     assert "SUCCEEDED" in capsys.readouterr().out
-    assert main(["logs", "mt-cluster-1", "--address", cluster_env.dashboard]) == 0
+    assert main(["logs", "mt-cluster-1", "--dashboard", cluster_env.dashboard]) == 0
     logs = capsys.readouterr().out
     assert "ran 6 trials" in logs and "6 complete" in logs, logs
-    assert main(["status", "no-such-job", "--address", cluster_env.dashboard]) == 2
+    assert main(["status", "no-such-job", "--dashboard", cluster_env.dashboard]) == 2
     assert "no job no-such-job" in capsys.readouterr().err
 
     tables = assert_every_cell_once(path, 20, parts=False)

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from mutransfer.errors import UserError
 
-HELP = "optimal LR, drift, stability and regret tables"
-
 
 def add_analysis_options(p) -> None:
     """Options shared with `mutransfer plot`."""

@@ -11,8 +11,6 @@ Mamba's in_proj/conv, or S4D's mixer input; channels pooled as sequences), as th
 
 from __future__ import annotations
 
-HELP = "autocorrelation lambda_max and timescale against length"
-
 SIGNALS = ("white", "ar1", "constant")
 
 

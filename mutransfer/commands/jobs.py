@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 
-HELP = "status and logs of a submitted sweep job"
+# what `sweep --address` takes (the GCS or the Ray client), never the dashboard
+_NOT_A_DASHBOARD = re.compile(r"^(auto|local|ray://.*|[^/]*:(6379|10001)/?)$")
+
+
+def dashboard_url(value: str) -> str:
+    """`--dashboard`'s value; a cluster (GCS) address given by mistake gets a one-line hint."""
+    if _NOT_A_DASHBOARD.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value} is a cluster address for `mutransfer sweep --address` (the GCS, the Ray "
+            f"client or auto), not the dashboard: give http://HOST:8265")
+    return value
+
+
+def add_dashboard(p) -> None:
+    """--dashboard (alias --address, its former name), shared with submit."""
+    p.add_argument("--dashboard", "--address", dest="dashboard", required=True, metavar="URL",
+                   type=dashboard_url,
+                   help="the cluster's dashboard (Jobs API), e.g. http://HOST:8265; "
+                        "--address is the same option under its former name")
 
 
 def add_arguments(p, name: str) -> None:
     p.add_argument("job_id", help="the id `mutransfer submit` printed")
-    p.add_argument("--address", required=True, help="the cluster's dashboard, e.g. "
-                                                    "http://HEAD:8265")
+    add_dashboard(p)
     if name == "logs":
         p.add_argument("--follow", "-f", action="store_true",
                        help="keep printing until the job ends")
@@ -25,11 +44,11 @@ def run(args) -> int:
 
     if args._name == "logs":
         if args.follow:
-            jobs.follow_logs(args.job_id, args.address)
+            jobs.follow_logs(args.job_id, args.dashboard)
         else:
-            sys.stdout.write(jobs.logs(args.job_id, args.address))
+            sys.stdout.write(jobs.logs(args.job_id, args.dashboard))
         return 0
-    info = (jobs.wait if args.wait else jobs.status)(args.job_id, args.address)
+    info = (jobs.wait if args.wait else jobs.status)(args.job_id, args.dashboard)
     message = f"  {info['message']}" if info["message"] else ""
     print(f"{info['job_id']}: {info['status']}{message}")
     if args.wait:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-HELP = "transfer plots and report.html"
-
 
 def add_arguments(p, name: str) -> None:
     from mutransfer.commands.analyze import add_analysis_options

@@ -7,8 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-HELP = "run one trial from a config file"
-
 
 def add_arguments(p, name: str) -> None:
     p.add_argument("config", help="trial config (YAML): width, model, param, train, data")

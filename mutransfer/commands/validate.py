@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-HELP = "check a sweep file and count its cells"
-
 
 def add_arguments(p, name: str) -> None:
     import argparse

@@ -25,8 +25,8 @@ class Resources(StrictModel):
     width at or below the trial's width (widths below the smallest key take its amount), so
     `gpus_per_trial: {64: 0.25, 1024: 1}` packs four small trials on a GPU up to width 1023."""
 
-    cpus_per_trial: float | WidthMap = 1
-    gpus_per_trial: float | WidthMap = 0
+    cpus_per_trial: float | WidthMap = 1.0  # floats: an int default warns when serialized
+    gpus_per_trial: float | WidthMap = 0.0
     max_concurrent: int | None = Field(None, ge=1)  # cap on trials at once (None: what fits)
 
     @field_validator("cpus_per_trial", "gpus_per_trial")
