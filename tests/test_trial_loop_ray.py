@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.driver import SweepArgs, run_sweep
 from mutransfer.sweep.grid import load_plan
 from mutransfer.sweep.trainable import run_unit
 from tests.sweeps import assert_every_cell_once, write_sweep
