@@ -35,6 +35,7 @@ from mutransfer.sweep.listing import (
 from mutransfer.sweep.runner import RunOptions, Work, execute, plan_work
 from mutransfer.sweep.size import check_size
 from mutransfer.sweep.spec import SweepSpec, load_spec
+from mutransfer.sweep.tune_loggers import check_loggers
 
 # what `run` accepts: a validated spec, the same as a mapping (a parsed YAML document), or
 # the path of a sweep file
@@ -122,7 +123,8 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
     check_storage_reachable(plan.spec.storage_location, address)
     if address is not None and address != "local":
         probe(address)  # an unreachable cluster is an input error: found before writing
-    if check_data:
+    if check_data:  # what this machine runs (a submitted job checks on the cluster)
+        check_loggers(plan.spec.loggers)
         check_data_present(plan)
     return plan
 

@@ -12,6 +12,7 @@ import json
 import math
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,8 +64,10 @@ def _validated(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_unit(payload: TrialUnit, store_location: str, sweep: str,
-             save_every_eval: bool = False) -> dict[str, Any]:
+             save_every_eval: bool = False,
+             on_eval: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run one trial unless the store already holds it; return the metrics for Tune.
+    Each eval point goes to the store first (the record), then to `on_eval` (Tune).
 
     A trial that an earlier attempt checkpointed (a retry, a lost node, a killed driver)
     resumes from its checkpoint; the resumed attempt writes every step row again under its
@@ -85,8 +88,13 @@ def run_unit(payload: TrialUnit, store_location: str, sweep: str,
         return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
     config = TrialConfig.model_validate(payload.config)
+    def report(point: dict[str, Any]) -> None:
+        attempt.write_step(point)
+        if on_eval is not None:
+            on_eval(point)
+
     try:
-        result = run_trial(config, report=attempt.write_step, checkpoint=checkpoint)
+        result = run_trial(config, report=report, checkpoint=checkpoint)
     except UserError as exc:  # deterministic: not retried
         attempt.discard()
         row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
@@ -170,10 +178,30 @@ def metrics_of(row: dict[str, Any], skipped: bool = False,
             OBJECTIVE: objective(row), "skipped": skipped, "resumed_from": resumed_from}
 
 
+def eval_metrics(trial: str, point: dict[str, Any]) -> dict[str, Any]:
+    """What Tune gets at an eval point: the step's losses, and the objective so far (what
+    Tune's metric check asks of every result); `timesteps_total` is the training step, the
+    x axis Tune's loggers plot against."""
+    loss = point.get("eval_loss")
+    return {"trial_id": trial, **{k: v for k, v in point.items() if _scalar(v)},
+            OBJECTIVE: float(loss) if _finite(loss) else 1e6,
+            "timesteps_total": int(point["step"])}
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def tune_trainable(tune_config: dict[str, Any], units: dict[str, TrialUnit],
                    store_location: str, sweep: str) -> None:
-    """The function Ray Tune runs for each trial (wrapped by `tune.with_parameters`)."""
+    """The function Ray Tune runs for each trial (wrapped by `tune.with_parameters`): a
+    report at every eval point, then the trial's result (`metrics_of`) as the last one, which
+    is the result the searchers (Optuna, transfer) and the driver's callbacks read."""
     from ray import tune
 
     payload = payload_for(tune_config, units)
-    tune.report(run_unit(payload, store_location, sweep))
+
+    def at_eval(point: dict[str, Any]) -> None:
+        tune.report(eval_metrics(payload.trial_id, point))
+
+    tune.report(run_unit(payload, store_location, sweep, on_eval=at_eval))
