@@ -87,3 +87,17 @@ def test_unwritable_storage_stops_the_sweep_in_one_line(tmp_path, capsys):
     assert main(["sweep", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not writable" in err
+
+
+def test_the_status_line_redraws_in_place_on_a_terminal_and_prints_lines_elsewhere():
+    from mutransfer.statusline import CLEAR, StatusLine
+
+    term, log = io.StringIO(), io.StringIO()
+    for out, tty in ((term, True), (log, False)):
+        status = StatusLine(out, tty=tty)
+        status.draw("[1/2] a")
+        status.message("note")
+        status.draw("[2/2] b")
+        status.close()
+    assert term.getvalue() == f"{CLEAR}[1/2] a{CLEAR}note\n{CLEAR}[2/2] b\n"
+    assert log.getvalue() == "[1/2] a\nnote\n[2/2] b\n"

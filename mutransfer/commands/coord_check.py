@@ -81,11 +81,6 @@ def _parse_model(items: list[str]) -> dict:
     return dict(parse_set(items))
 
 
-def _progress(done: int, total: int, what: str) -> None:
-    end = "\n" if done == total or not sys.stderr.isatty() else ""
-    print(f"\r[{done}/{total}] {what}".ljust(60), end=end, file=sys.stderr, flush=True)
-
-
 def run(args) -> int:
     from mutransfer.commands.outputs import check_output_dir
 
@@ -96,6 +91,7 @@ def run(args) -> int:
     from mutransfer.coord.verdict import judge, seed_ranges, slopes, strict_failures, verdicts
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
+    from mutransfer.statusline import StatusLine
 
     s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
                       optimizer=args.optimizer,
@@ -108,7 +104,10 @@ def run(args) -> int:
         trial_config(s, param, s.widths[-1], 0)
     source = load_data(DataConfig())
     t0 = time.time()
-    coord = run_coord_check(s, source, progress=_progress)
+    status = StatusLine(sys.stderr)
+    coord = run_coord_check(s, source, progress=lambda done, total, what: status.draw(
+        f"[{done}/{total}] {what}"))
+    status.close()
     sl = slopes(coord)
     v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seed_list())
     out = Path(args.out)
