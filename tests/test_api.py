@@ -152,3 +152,18 @@ def test_a_logger_whose_package_is_missing_is_refused_before_anything_runs(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "loggers: wandb needs the wandb package" in err[0], err
     assert not storage.exists()
+
+
+def test_tunes_folder_is_in_the_stores_filesystem_for_a_uri_storage_too(tmp_path):
+    from ray.train._internal.storage import StorageContext
+
+    from mutransfer.results.fs import join
+    from mutransfer.results.store import Store
+    from mutransfer.sweep.runner import TUNE_FOLDER
+
+    store = Store(f"file://{tmp_path}/results")  # a URI, as s3:// or gs:// would be
+    ctx = StorageContext(storage_path=join(store.location, TUNE_FOLDER),
+                         experiment_dir_name="run-x")
+    assert ctx.experiment_fs_path == f"{tmp_path}/results/tune/run-x"
+    store.ensure_writable()
+    store.check_is_store()  # the tune/ folder beside the tables is the store's own
