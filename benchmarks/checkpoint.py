@@ -26,8 +26,7 @@ import torch
 from mutransfer.config import TrialConfig
 from mutransfer.results.checkpoints import TrialCheckpoint
 from mutransfer.results.store import Attempt, Store, read_tables
-from mutransfer.sweep.identity import trial_id
-from mutransfer.sweep.trainable import run_unit
+from mutransfer.sweep.trainable import TrialUnit, run_unit
 from mutransfer.train import run_trial
 
 GPT2_VOCAB, BYTE_VOCAB = 50257, 256
@@ -84,8 +83,7 @@ def equality(root: Path, steps: int, every: int, kill_after: int) -> None:
                       train={"optimizer": "adamw", "lr": 4e-3, "steps": steps,
                              "batch_size": 8, "seq_len": 64, "eval_every": every,
                              "eval_batches": 2, "warmup": 6, "schedule": "cosine"})
-    resolved = cfg.model_dump(mode="json")
-    payload = {"trial_id": trial_id(resolved), "config": resolved, "columns": {}}
+    payload = TrialUnit.of(cfg.model_dump(mode="json"), {})
     run_unit(payload, str(root / "straight"), "bench")
     original = Attempt.write_step
 

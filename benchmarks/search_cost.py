@@ -38,10 +38,10 @@ import pandas as pd
 import yaml
 
 from mutransfer.analysis import Analysis, analyze
+from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.configbase import validate
 from mutransfer.results.store import Tables, read_tables
 from mutransfer.sweep.cluster import ray_session
-from mutransfer.sweep.driver import SweepArgs, run_sweep
 from mutransfer.sweep.grid import build_plan
 from mutransfer.sweep.progress import fmt_duration
 from mutransfer.sweep.spec import SweepSpec

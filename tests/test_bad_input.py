@@ -80,6 +80,7 @@ BAD_FILES = [
     ("base_width is text", with_model(base_width="x"), "model.base_width"),
     ("misspelled model field", with_model(nlayers=2), "model.nlayers"),
     ("empty storage", sweep(storage=""), "storage"),
+    ("unknown Tune logger", sweep(loggers=["comet"]), "loggers.0"),
     ("unknown data source", sweep(data={"source": "nosuch"}), "data.source"),
     ("text data path that does not exist",
      sweep(data={"source": "text", "path": "/nonexistent/corpus.txt"}),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.driver import SweepArgs, run_sweep
 from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = pytest.mark.slow

@@ -21,8 +21,7 @@ import torch
 from mutransfer.config import TrialConfig
 from mutransfer.results.checkpoints import TrialCheckpoint
 from mutransfer.results.store import Attempt, Store, read_tables
-from mutransfer.sweep.identity import trial_id
-from mutransfer.sweep.trainable import run_unit
+from mutransfer.sweep.trainable import TrialUnit, run_unit
 from mutransfer.train import run_trial
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +35,8 @@ RESULT = ["status", "final_eval_loss", "best_eval_loss", "last_finite_loss", "in
           "steps_done", "tokens", "evals"]
 
 
-def payload(config: dict = CONFIG) -> dict:
-    resolved = TrialConfig.model_validate(config).model_dump(mode="json")
-    return {"trial_id": trial_id(resolved), "config": resolved,
-            "columns": {"width": config["width"], "lr": config["train"]["lr"]}}
+def payload(config: dict = CONFIG) -> TrialUnit:
+    return TrialUnit.of(config, {"width": config["width"], "lr": config["train"]["lr"]})
 
 
 class Killed(Exception):
@@ -85,7 +82,7 @@ def test_a_trial_killed_after_an_eval_point_resumes_with_the_uninterrupted_losse
         crash_after_reporting(m, 2 * EVERY + EVERY)  # after the eval at step 9
         with pytest.raises(Killed):
             run_unit(payload(), str(killed), "s", save_every_eval=True)
-    assert checkpoint_files(killed) == [f"{payload()['trial_id']}.pt"]
+    assert checkpoint_files(killed) == [f"{payload().trial_id}.pt"]
 
     metrics = run_unit(payload(), str(killed), "s")
     # the checkpoint of step 9 was written after its report, so the last one is step 6
@@ -140,7 +137,7 @@ def test_checkpoints_are_written_while_the_trial_runs_and_removed_once_it_is_sto
 
     monkeypatch.setattr(Attempt, "write_step", write_step)
     run_unit(payload(), str(tmp_path), "s", save_every_eval=True)
-    name = f"{payload()['trial_id']}.pt"
+    name = f"{payload().trial_id}.pt"
     assert seen[0] == [] and all(files == [name] for files in seen[2:])
     assert checkpoint_files(tmp_path) == []
     assert len(read_tables(tmp_path).trials) == 1
@@ -148,7 +145,7 @@ def test_checkpoints_are_written_while_the_trial_runs_and_removed_once_it_is_sto
 
 def test_a_stored_trial_run_again_removes_a_leftover_checkpoint(tmp_path):
     straight_run(tmp_path)
-    leftover = TrialCheckpoint(Store(tmp_path), payload()["trial_id"])
+    leftover = TrialCheckpoint(Store(tmp_path), payload().trial_id)
     leftover.save({"format": 1})
     metrics = run_unit(payload(), str(tmp_path), "s")
     assert metrics["skipped"] and checkpoint_files(tmp_path) == []
@@ -187,7 +184,7 @@ def test_a_damaged_checkpoint_is_ignored_and_the_trial_starts_from_step_0(
             crash_after_reporting(m, 2 * EVERY)
             with pytest.raises(Killed):
                 run_unit(payload(config), str(root), "s", save_every_eval=True)
-    mine, theirs = (root / "checkpoints" / f"{payload(c)['trial_id']}.pt"
+    mine, theirs = (root / "checkpoints" / f"{payload(c).trial_id}.pt"
                     for c in (CONFIG, other))
     damage(mine, theirs)
 

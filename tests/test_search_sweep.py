@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.driver import SweepArgs, run_sweep
 from mutransfer.sweep.grid import load_plan
 from tests.sweeps import write_sweep
 

@@ -13,7 +13,7 @@ import pytest
 
 from mutransfer.results.schema import STEP_SCHEMA, trial_schema
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.trainable import base_row
+from mutransfer.sweep.trainable import TrialUnit, base_row
 
 
 def report(step: int, loss: float) -> dict:
@@ -24,13 +24,13 @@ def report(step: int, loss: float) -> dict:
 AXES = {"train.steps": "int64", "param.overrides.ssm_B.lr_mult": "float64"}
 
 
-def payload(tid: str, lr: float) -> dict:
+def payload(tid: str, lr: float) -> TrialUnit:
     """What a sweep hands a trial: its id, the axis columns (two extra axes) and config."""
-    return {"trial_id": tid, "config": {"width": 32},
-            "columns": {"width": 32, "parameterization": "mup", "lr": lr, "seed": 0,
-                        "optimizer": "adamw", "train.steps": 10,
-                        "param.overrides.ssm_B.lr_mult": 0.5},
-            "search": "grid", "axes": AXES}
+    return TrialUnit(config={"width": 32},
+                     columns={"width": 32, "parameterization": "mup", "lr": lr, "seed": 0,
+                              "optimizer": "adamw", "train.steps": 10,
+                              "param.overrides.ssm_B.lr_mult": 0.5},
+                     trial_id=tid, search="grid", axes=AXES)
 
 
 def finished(store: Store, tid: str, lr: float, status: str) -> None:

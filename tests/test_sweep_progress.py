@@ -1,14 +1,11 @@
-"""The sweep's progress line (counts, ETA, terminal vs log output) and its end-of-run table."""
+"""The sweep's progress line (counts, ETA, terminal vs log output)."""
 
 from __future__ import annotations
 
 import io
 
-import pandas as pd
-
 from mutransfer.cli import main
 from mutransfer.sweep.progress import Progress, fmt_duration
-from mutransfer.sweep.summary import best_lr_table
 
 
 class Clock:
@@ -81,24 +78,6 @@ def test_durations_read_like_a_clock():
         ["0s", "59s", "1m01s", "59m59s", "1h02m"]
 
 
-def test_fallback_table_gives_the_best_lr_per_width_and_parameterization():
-    rows = [
-        # width 64: 0.01 is best on average over seeds; 0.1 diverged
-        (64, 0.001, 0, 3.0, False), (64, 0.001, 1, 3.2, False),
-        (64, 0.01, 0, 2.5, False), (64, 0.01, 1, 2.7, False),
-        (64, 0.1, 0, 9.0, True),
-        # width 128: 0.001 is best
-        (128, 0.001, 0, 2.4, False), (128, 0.01, 0, 2.6, False),
-    ]
-    trials = pd.DataFrame([{"parameterization": "sp", "width": w, "lr": lr, "seed": s,
-                            "final_eval_loss": loss, "diverged": d, "status": "complete"}
-                           for w, lr, s, loss, d in rows])
-    table = best_lr_table(trials)
-    lines = {int(ln.split()[1]): ln.split() for ln in table.splitlines()[2:]}
-    assert lines[64][2:4] == ["0.01", "2.6000"] and lines[64][-1] == "1"  # one diverged
-    assert lines[128][2:5] == ["0.001", "2.4000", "yes"]  # on the edge of its grid
-
-
 def test_unwritable_storage_stops_the_sweep_in_one_line(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -108,3 +87,17 @@ def test_unwritable_storage_stops_the_sweep_in_one_line(tmp_path, capsys):
     assert main(["sweep", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not writable" in err
+
+
+def test_the_status_line_redraws_in_place_on_a_terminal_and_prints_lines_elsewhere():
+    from mutransfer.statusline import CLEAR, StatusLine
+
+    term, log = io.StringIO(), io.StringIO()
+    for out, tty in ((term, True), (log, False)):
+        status = StatusLine(out, tty=tty)
+        status.draw("[1/2] a")
+        status.message("note")
+        status.draw("[2/2] b")
+        status.close()
+    assert term.getvalue() == f"{CLEAR}[1/2] a{CLEAR}note\n{CLEAR}[2/2] b\n"
+    assert log.getvalue() == "[1/2] a\nnote\n[2/2] b\n"

@@ -8,20 +8,16 @@ import math
 
 import pytest
 
-from mutransfer.config import TrialConfig
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.identity import trial_id
-from mutransfer.sweep.trainable import metrics_of, objective, run_unit, trial_row
+from mutransfer.sweep.trainable import TrialUnit, metrics_of, objective, run_unit, trial_row
 
 DIVERGING = {"width": 16, "model": {"base_width": 16, "n_layer": 1, "d_state": 4},
              "train": {"optimizer": "adam", "lr": 50.0, "steps": 12, "batch_size": 2,
                        "seq_len": 16, "eval_every": 3, "eval_batches": 1, "grad_clip": None}}
 
 
-def payload(config: dict) -> dict:
-    resolved = TrialConfig.model_validate(config).model_dump(mode="json")
-    return {"trial_id": trial_id(resolved), "config": resolved,
-            "columns": {"width": 16, "lr": config["train"]["lr"]}}
+def payload(config: dict) -> TrialUnit:
+    return TrialUnit.of(config, {"width": 16, "lr": config["train"]["lr"]})
 
 
 def test_a_diverged_trial_is_stored_with_null_final_and_best_losses(tmp_path):
@@ -31,7 +27,7 @@ def test_a_diverged_trial_is_stored_with_null_final_and_best_losses(tmp_path):
     assert row["status"] == "diverged" and row["diverged"]
     assert math.isnan(row["final_eval_loss"]) and math.isnan(row["best_eval_loss"])
     assert math.isfinite(row["last_finite_loss"]) and row["diverge_step"] >= 1
-    assert Store(tmp_path).is_complete(payload(DIVERGING)["trial_id"])  # done, not retried
+    assert Store(tmp_path).is_complete(payload(DIVERGING).trial_id)  # done, not retried
     again = run_unit(payload(DIVERGING), str(tmp_path), "s")  # read back from the store
     assert again["skipped"] and again["objective"] == pytest.approx(row["initial_loss"])
 
@@ -52,7 +48,7 @@ class Result:
 
 
 def test_the_row_of_a_diverged_result_has_none_for_final_and_best_loss():
-    row = trial_row({"trial_id": "t", "config": {}, "columns": {"lr": 1.0}}, Result(), "s")
+    row = trial_row(TrialUnit({}, {"lr": 1.0}, "t"), Result(), "s")
     assert row["final_eval_loss"] is None and row["best_eval_loss"] is None
     assert row["last_finite_loss"] == 6.25 and row["diverge_step"] == 7
 
@@ -64,3 +60,14 @@ def test_metrics_and_objective_of_a_diverged_row(missing):
     metrics = metrics_of(row)
     assert math.isnan(metrics["final_eval_loss"])
     assert metrics["objective"] == objective(row) == 5.5
+
+
+def test_a_trial_unit_survives_pickling_for_a_ray_worker():
+    import pickle
+
+    group = TrialUnit(dict(DIVERGING), {"width": 16}, "", "optuna", {"train.steps": "int64"})
+    cell = group.at_lr(0.003)
+    assert pickle.loads(pickle.dumps(cell)) == cell
+    assert cell.trial_id == TrialUnit.of(cell.config, cell.columns).trial_id != ""
+    assert cell.columns == {"width": 16, "lr": 0.003} and cell.search == "optuna"
+    assert group.config["train"]["lr"] == 50.0  # the group's own config is left as it was

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.driver import SweepArgs, run_sweep
 from mutransfer.sweep.grid import load_plan
-from mutransfer.sweep.trainable import run_unit
+from mutransfer.sweep.trainable import TrialUnit, run_unit
 from tests.sweeps import assert_every_cell_once, write_sweep
 
 pytestmark = pytest.mark.slow
@@ -46,8 +46,7 @@ def test_a_worker_killed_mid_trial_is_retried_and_resumes_from_its_checkpoint(tm
 
     cell = load_plan(path).cells[0]
     straight = tmp_path / "straight"
-    run_unit({"trial_id": cell.trial_id, "config": cell.config, "columns": cell.columns},
-             str(straight), "resume")
+    run_unit(TrialUnit(cell.config, cell.columns, cell.trial_id), str(straight), "resume")
     cols = ["step", "train_loss", "eval_loss", "grad_norm", "lr"]
     assert read_tables(results).steps[cols].equals(read_tables(straight).steps[cols])
 

@@ -83,11 +83,6 @@ def _parse_model(items: list[str]) -> dict:
     return dict(parse_set(items))
 
 
-def _progress(done: int, total: int, what: str) -> None:
-    end = "\n" if done == total or not sys.stderr.isatty() else ""
-    print(f"\r[{done}/{total}] {what}".ljust(60), end=end, file=sys.stderr, flush=True)
-
-
 def run(args) -> int:
     """Measure (mutransfer.coord, torch), then judge (mutransfer.analysis.coordverdict)."""
     from mutransfer.commands.outputs import check_output_dir
@@ -107,6 +102,7 @@ def run(args) -> int:
     from mutransfer.coord.settings import CoordSettings
     from mutransfer.data import load_data
     from mutransfer.data.config import DataConfig
+    from mutransfer.statusline import StatusLine
 
     s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
                       optimizer=args.optimizer, lr=args.lr, steps=args.steps, seeds=args.seeds,
@@ -118,7 +114,10 @@ def run(args) -> int:
         trial_config(s, param, s.widths[-1], 0)
     source = load_data(DataConfig())
     t0 = time.time()
-    coord = run_coord_check(s, source, progress=_progress)
+    status = StatusLine(sys.stderr)
+    coord = run_coord_check(s, source, progress=lambda done, total, what: status.draw(
+        f"[{done}/{total}] {what}"))
+    status.close()
     sl = slopes(coord)
     v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seeds)
     out = Path(args.out)

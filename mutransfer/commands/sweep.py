@@ -1,8 +1,13 @@
-"""`mutransfer sweep FILE`: run a sweep's missing cells on Ray and store every result."""
+"""`mutransfer sweep FILE`: run a sweep's missing cells on Ray (mutransfer.sweep.run), then
+print how the run went and analyze the store."""
 
 from __future__ import annotations
 
-HELP = "run a sweep file on local Ray or a cluster"
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from mutransfer.errors import UserError
 
 
 def add_arguments(p, name: str) -> None:
@@ -16,7 +21,8 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="list the cells and how many are already done; run nothing")
     p.add_argument("--no-analysis", action="store_true",
-                   help="skip the analysis and plots at the end (a best-LR table only)")
+                   help="skip the intervals, plots and report at the end (the optimal-LR "
+                        "table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
     add_max_cells(p)
@@ -31,10 +37,104 @@ def add_max_cells(p) -> None:
                         f"guard against a mistyped grid")
 
 
-def run(args) -> int:
-    from mutransfer.sweep.driver import SweepArgs, run_sweep
+@dataclass
+class SweepArgs:
+    path: str
+    address: str | None = None
+    storage: str | None = None
+    dry_run: bool = False
+    analysis: bool = True
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    max_cells: int | None = None  # refuse larger sweeps (default: size.MAX_CELLS)
+    out: TextIO = field(default_factory=lambda: sys.stdout)
 
+
+def run(args) -> int:
     return run_sweep(SweepArgs(path=args.file, address=args.address, storage=args.storage,
                                dry_run=args.dry_run, analysis=not args.no_analysis,
                                num_cpus=args.num_cpus, num_gpus=args.num_gpus,
                                max_cells=args.max_cells))
+
+
+def run_sweep(args: SweepArgs) -> int:
+    """0: every cell complete; 1: some trials failed for good (re-run to retry them);
+    130: stopped (Ctrl-C) before every trial finished (re-run to resume);
+    UserError (exit 2): bad input, or another driver holds the store."""
+    from mutransfer import sweep
+
+    where = {"storage": args.storage, "address": args.address, "num_cpus": args.num_cpus,
+             "num_gpus": args.num_gpus, "max_cells": args.max_cells}
+    out = args.out
+    if args.dry_run:
+        print(sweep.dry_run(args.path, **where), file=out)
+        return 0
+    result = sweep.run(args.path, **where, out=out)
+    if result.to_run == 0:
+        done = "the transfer search is complete" if result.search == "transfer" else \
+            "every cell is complete"
+        print(f"0 trials to run: {done}", file=out)
+        print_summary(result.storage, out, analysis=args.analysis)
+        return 0
+    if result.interrupted:
+        # a partial grid would give a partial analysis: it waits for the complete run
+        failed = f", {result.failed} failed for good" if result.failed else ""
+        print(f"interrupted: {result.planned - result.remaining} of {result.planned} "
+              f"done{failed}; run the sweep again to resume (the analysis waits for a "
+              f"complete run)", file=out)
+        return 130
+    from mutransfer.sweep.progress import fmt_duration
+
+    print(f"ran {result.to_run} trials in {fmt_duration(result.elapsed_s)}: "
+          f"{result.complete} complete, {result.diverged} diverged, {result.failed} "
+          f"failed", file=out)
+    out.flush()
+    print_summary(result.storage, out, analysis=args.analysis)
+    if result.failed:
+        print(f"{result.failed} trials failed for good; run the sweep again to retry them",
+              file=out)
+        return 1
+    return 0
+
+
+def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
+    """The analysis's optimal-LR and drift summary of the store (`mutransfer analyze` prints
+    the same tables in full); with `analysis`, its bootstrap intervals and plots as well."""
+    from mutransfer.results.store import DONE_STATUSES, read_tables
+
+    tables = read_tables(location)
+    trials = tables.trials
+    if not len(trials) or not trials["status"].isin(DONE_STATUSES).any():
+        print("no finished trials yet", file=out)
+        return
+    from mutransfer.analysis import analyze, summary_table
+
+    try:
+        result = analyze(location, tables=tables, **({} if analysis else {"n_boot": 0}))
+        print(summary_table(result), file=out)
+    except UserError as exc:  # e.g. every trial failed: says what is missing
+        print(f"analysis: {exc}", file=out)
+        return
+    except Exception as exc:  # the sweep's results are stored; a failing summary must not hide it
+        print(f"analysis failed ({type(exc).__name__}: {exc}); run `mutransfer analyze "
+              f"{location}` for the details", file=out)
+        return
+    if analysis:
+        _plots(location, result, out)
+
+
+def _plots(location: str, result: object, out: TextIO) -> None:
+    from mutransfer.analysis import make_plots
+    from mutransfer.results.fs import is_uri
+
+    if is_uri(location):
+        print("plots: run `mutransfer plot` on a local copy of the results", file=out)
+        return
+    try:
+        paths = make_plots(location, analysis=result)
+    except Exception as exc:
+        print(f"plots failed ({type(exc).__name__}: {exc})", file=out)
+        return
+    if paths:
+        folder = str(paths[0]).rsplit("/", 1)[0]
+        print(f"plots and report: {folder}/ ({len(paths)} files)", file=out)

@@ -29,9 +29,12 @@ class Progress:
     """One refreshing status line on a terminal, a line per eval otherwise."""
 
     def __init__(self, total: int, stream=None) -> None:
-        self.stream = stream or sys.stderr  # looked up now: tests may swap sys.stderr
+        from mutransfer.statusline import StatusLine
+
+        # sys.stderr looked up now: tests may swap it
+        self.status = StatusLine(stream or sys.stderr)
         self.total, self.t0 = total, time.perf_counter()
-        self.tty = self.stream.isatty()
+        self.tty = self.status.tty
 
     def __call__(self, point: dict) -> None:
         step = point["step"]
@@ -42,14 +45,10 @@ class Progress:
                 f"eval {point['eval_loss']:.4f}  lr {point['lr']:.3g}  "
                 f"{point['tokens_per_s']:,.0f} tok/s  {elapsed:5.0f}s  ETA {eta}")
         bar = "#" * int(30 * step / self.total)
-        if self.tty:
-            print(f"\r[{bar:<30}] {line}", end="", file=self.stream, flush=True)
-        else:
-            print(line, file=self.stream, flush=True)
+        self.status.draw(f"[{bar:<30}] {line}" if self.tty else line)
 
     def close(self) -> None:
-        if self.tty:
-            print(file=self.stream)
+        self.status.close()
 
 
 def run(args) -> int:

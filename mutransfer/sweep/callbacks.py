@@ -8,11 +8,11 @@ from ray.tune import Callback
 
 from mutransfer.results.store import Store
 from mutransfer.sweep.progress import Progress, fmt_value
-from mutransfer.sweep.trainable import failure_row, payload_for
+from mutransfer.sweep.trainable import TrialUnit, failure_row, payload_for
 
 
 class TuneProgress(Callback):
-    def __init__(self, progress: Progress, store: Store, units: dict[str, dict[str, Any]],
+    def __init__(self, progress: Progress, store: Store, units: dict[str, TrialUnit],
                  sweep: str):
         self.progress = progress
         self.store = store
@@ -48,20 +48,20 @@ class TuneProgress(Callback):
         try:
             payload = payload_for(trial.config, self.units)
             self.store.write_failure(failure_row(payload, self.sweep, reason),
-                                     payload.get("axes"))
+                                     payload.axes)
         except Exception as exc:  # the store may be what failed; the message above stands
             self.progress.message(f"  (could not record the failure in {self.store.location}: "
                                   f"{exc})")
 
 
-def _describe(trial: Any, units: dict[str, dict[str, Any]]) -> str:
+def _describe(trial: Any, units: dict[str, TrialUnit]) -> str:
     try:
         payload = payload_for(trial.config, units)
     except Exception:
         return str(trial.trial_id)
-    cols = payload["columns"]
+    cols = payload.columns
     shown = ", ".join(f"{k}={fmt_value(v)}" for k, v in cols.items() if k != "optimizer")
-    return f"{payload['trial_id']} ({shown})"
+    return f"{payload.trial_id} ({shown})"
 
 
 def error_reason(trial: Any) -> str:

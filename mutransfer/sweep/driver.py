@@ -1,62 +1,146 @@
-"""`mutransfer sweep`: validate, compare with the store, run what is missing, summarise.
+"""The sweep entry point: validate, compare with the store, run what is missing.
 
-Order matters: everything that can be wrong with the input (the file, its size, every cell,
-the data and the batches it gives, the storage address and folder) is checked before any
-folder is created or Ray is started, so a bad sweep writes nothing. Then the driver takes the
-store's lease (mutransfer/results/lease.py): a second driver on the same store refuses.
+`run(spec | dict | path, ...)` is the Python API (a notebook calls it; `mutransfer sweep` is a
+thin shell over it that prints the end of the run and the analysis). Order matters:
+everything that can be wrong with the input (the file, its size, every cell, the data and the
+batches it gives, the storage address and folder) is checked before any folder is created or
+Ray is started, so a bad sweep writes nothing. Then the driver takes the store's lease
+(mutransfer/results/lease.py): a second driver on the same store refuses.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import TextIO
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
 
+import yaml
+
+from mutransfer.configbase import validate
 from mutransfer.errors import UserError
 from mutransfer.results.lease import Lease, busy_message, live_holder
-from mutransfer.results.store import Store, StoreState
+from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.cluster import check_local_resources, check_storage_reachable, probe
-from mutransfer.sweep.grid import Plan, load_plan
+from mutransfer.sweep.grid import Plan, build_plan
 from mutransfer.sweep.listing import (
     cell_listing,
     group_listing,
     transfer_listing,
     transfer_summary,
 )
-from mutransfer.sweep.progress import fmt_duration
 from mutransfer.sweep.runner import RunOptions, Work, execute, plan_work
 from mutransfer.sweep.size import check_size
-from mutransfer.sweep.spec import load_spec
-from mutransfer.sweep.summary import print_summary
+from mutransfer.sweep.spec import SweepSpec, load_spec
+from mutransfer.sweep.tune_loggers import check_loggers
+
+# what `run` accepts: a validated spec, the same as a mapping (a parsed YAML document), or
+# the path of a sweep file
+SpecLike = SweepSpec | Mapping[str, Any] | str | os.PathLike
 
 
-@dataclass
-class SweepArgs:
-    path: str
-    address: str | None = None
-    storage: str | None = None
-    dry_run: bool = False
-    analysis: bool = True
-    num_cpus: int | None = None
-    num_gpus: int | None = None
-    max_cells: int | None = None  # refuse larger sweeps (default: size.MAX_CELLS)
-    out: TextIO = field(default_factory=lambda: sys.stdout)
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep run did. The store at `storage` holds every result (read it with
+    `tables()`); the counts are of this run's trials."""
+
+    name: str
+    storage: str  # the store's location (a path or URI)
+    search: str  # grid, optuna or transfer
+    planned: int  # trials of the whole plan (a transfer search: those it expects)
+    to_run: int  # trials this run set out to run (0: the store held every one)
+    complete: int = 0
+    diverged: int = 0
+    failed: int = 0  # failed for good (after the retries); a re-run tries them again
+    unfinished: int = 0  # neither finished nor failed: the run was stopped (Ctrl-C)
+    remaining: int = 0  # trials of the plan still to run after this run
+    elapsed_s: float = 0.0
+    set_aside: tuple[str, ...] = ()  # damaged parts renamed aside (their cells ran again)
+    ended_orphans: int = 0  # processes a killed driver of this store had left, ended
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped before every trial finished: run the sweep again to resume."""
+        return self.unfinished > 0
+
+    @property
+    def ok(self) -> bool:
+        """Every trial of the plan is in the store, none failed for good."""
+        return not self.interrupted and self.failed == 0 and self.remaining == 0
+
+    def tables(self, include_running: bool = False) -> Tables:
+        """The store's trials and steps tables (docs/results-format.md)."""
+        return read_tables(self.storage, include_running=include_running)
 
 
-def prepare(path: str, storage: str | None = None, address: str | None = None,
+def run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
+        num_cpus: int | None = None, num_gpus: int | None = None,
+        max_cells: int | None = None, out: TextIO | None = None) -> SweepResult:
+    """Run the cells of `spec` that the store does not hold yet, on a local Ray (or the
+    cluster at `address`), and wait for them. `storage` overrides the spec's; `out` gets
+    the header and the live progress line (default stdout). Bad input, or a store another
+    driver holds, raises UserError before anything is written."""
+    out = out or sys.stdout
+    plan = prepare(spec, storage, address, max_cells=max_cells)
+    check_local_resources(address, num_cpus, num_gpus)
+    store = Store(plan.spec.storage_location)
+    store.check_is_store()
+    created = not store.exists()
+    lease = Lease(store)
+    if not created and (holder := live_holder(store)) is not None:  # before writing anything
+        raise UserError(busy_message(store, holder))
+    store.ensure_writable()
+    ended = lease.acquire()
+    try:
+        if ended:
+            print(f"ended {len(ended)} processes a killed driver of this store had left "
+                  f"running", file=out)
+        return _run_holding_lease(plan, store, RunOptions(address, num_cpus, num_gpus, out),
+                                  ended=len(ended))
+    except UserError:
+        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
+        # a results folder this run created holds nothing yet, so it goes again
+        lease.release()  # first: its heartbeat must not write into a folder being removed
+        if created:
+            store.delete_if_no_results()
+        raise
+    finally:
+        lease.release()
+
+
+def prepare(spec: SpecLike, storage: str | None = None, address: str | None = None,
             check_data: bool = True, max_cells: int | None = None) -> Plan:
-    """The validated plan of a sweep file, with its size, data and storage checked."""
-    check_size(load_spec(path), path, max_cells)  # before a single cell is built
-    plan = load_plan(path)
+    """The validated plan of a sweep, with its size, data and storage checked."""
+    sweep, source, text = _load(spec)
+    check_size(sweep, source, max_cells)  # before a single cell is built
+    plan = build_plan(sweep, source=source)
+    plan.file_text = text
     if storage is not None:
         plan.spec.storage = storage
     check_storage_reachable(plan.spec.storage_location, address)
     if address is not None and address != "local":
         probe(address)  # an unreachable cluster is an input error: found before writing
-    if check_data:
+    if check_data:  # what this machine runs (a submitted job checks on the cluster)
+        check_loggers(plan.spec.loggers)
         check_data_present(plan)
     return plan
+
+
+def _load(spec: SpecLike) -> tuple[SweepSpec, str, str]:
+    """The spec, the name its errors start with, and the text stored as sweep.yaml."""
+    if isinstance(spec, (str, os.PathLike)):
+        path = str(spec)
+        return load_spec(path), path, Path(path).read_text()
+    if isinstance(spec, Mapping):
+        spec = validate(SweepSpec, dict(spec), source="sweep")
+    if not isinstance(spec, SweepSpec):
+        raise UserError(f"a sweep is a SweepSpec, a mapping or a file path, not "
+                        f"{type(spec).__name__}")
+    doc = spec.model_dump(mode="json", exclude_unset=True)
+    return spec.model_copy(deep=True), "sweep", yaml.safe_dump(doc, sort_keys=False)
 
 
 def check_data_present(plan: Plan) -> None:
@@ -77,99 +161,60 @@ def check_data_present(plan: Plan) -> None:
             raise UserError(f"{plan.source}: data: {exc}{hint}") from None
 
 
-def run_sweep(args: SweepArgs) -> int:
-    """0: every cell complete; 1: some trials failed for good (re-run to retry them);
-    130: stopped (Ctrl-C) before every trial finished (re-run to resume);
-    UserError (exit 2): bad input, or another driver holds the store."""
-    plan = prepare(args.path, args.storage, args.address, max_cells=args.max_cells)
-    check_local_resources(args.address, args.num_cpus, args.num_gpus)
-    store = Store(plan.spec.storage_location)
-    store.check_is_store()
-    if args.dry_run:
-        return dry_run(plan, store, args.out)
-    created = not store.exists()
-    lease = Lease(store)
-    if not created and (holder := live_holder(store)) is not None:  # before writing anything
-        raise UserError(busy_message(store, holder))
-    store.ensure_writable()
-    ended = lease.acquire()
-    try:
-        if ended:
-            print(f"ended {len(ended)} processes a killed driver of this store had left "
-                  f"running", file=args.out)
-        return _run_holding_lease(args, plan, store)
-    except UserError:
-        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
-        # a results folder this run created holds nothing yet, so it goes again
-        lease.release()  # first: its heartbeat must not write into a folder being removed
-        if created:
-            store.delete_if_no_results()
-        raise
-    finally:
-        lease.release()
-
-
-def _run_holding_lease(args: SweepArgs, plan: Plan, store: Store) -> int:
-    out = args.out
+def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
+                       ended: int) -> SweepResult:
+    out = options.out
     state = store.scan(repair=True)
     for path in state.set_aside:
         print(f"set aside a damaged part (its cell runs again): {path}", file=out)
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
-    _header(plan, store, work, out)
+    print(header(plan, store, work), file=out)
+    base = {"name": plan.spec.name, "storage": store.location, "search": plan.spec.search.kind,
+            "set_aside": tuple(state.set_aside), "ended_orphans": ended}
     if work.n_trials == 0:
-        done = "the transfer search is complete" if plan.transfer else "every cell is complete"
-        print(f"0 trials to run: {done}", file=out)
-        print_summary(store, out, analysis=args.analysis)
-        return 0
-    outcome = execute(plan, store, work, RunOptions(args.address, args.num_cpus,
-                                                    args.num_gpus, out))
-    if outcome.unfinished:
-        # a partial grid would give a partial analysis: it waits for the complete run
-        left = plan_work(plan, store.scan(repair=False)).n_trials
-        failed = f", {outcome.failed} failed for good" if outcome.failed else ""
-        print(f"interrupted: {plan.n_trials - left} of {plan.n_trials} done{failed}; run the "
-              f"sweep again to resume (the analysis waits for a complete run)", file=out)
-        return 130
-    print(f"ran {outcome.to_run} trials in {fmt_duration(outcome.elapsed_s)}: "
-          f"{outcome.complete} complete, {outcome.diverged} diverged, {outcome.failed} "
-          f"failed", file=out)
-    out.flush()
-    print_summary(store, out, analysis=args.analysis)
-    if outcome.failed:
-        print(f"{outcome.failed} trials failed for good; run the sweep again to retry them",
-              file=out)
-        return 1
-    return 0
+        return SweepResult(**base, planned=plan.n_trials, to_run=0)
+    outcome = execute(plan, store, work, options)
+    left = plan_work(plan, store.scan(repair=False)).n_trials
+    return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
+                       complete=outcome.complete, diverged=outcome.diverged,
+                       failed=outcome.failed, unfinished=outcome.unfinished, remaining=left,
+                       elapsed_s=outcome.elapsed_s)
 
 
-def _header(plan: Plan, store: Store, work: Work, out: TextIO) -> None:
-    """`work` is plan_work's answer: the rest of the plan's cells (or trials) is complete."""
+def header(plan: Plan, store: Store, work: Work) -> str:
+    """The run's first line; `work` is plan_work's answer: the rest of the plan is complete."""
     to_run = work.n_trials
     if work.search is not None:
-        print(f"sweep {plan.spec.name}: {transfer_summary(work.search)}; "
-              f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
-              f"{store.location}", file=out)
-        return
+        return (f"sweep {plan.spec.name}: {transfer_summary(work.search)}; "
+                f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
+                f"{store.location}")
     unit = "trials" if plan.adaptive else "cells"
-    print(f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} complete, "
-          f"{to_run} to run -> {store.location}", file=out)
+    return (f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} "
+            f"complete, {to_run} to run -> {store.location}")
 
 
-def dry_run(plan: Plan, store: Store, out: TextIO) -> int:
-    """List the cells and what the store already holds; write nothing, start nothing."""
+def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
+            num_cpus: int | None = None, num_gpus: int | None = None,
+            max_cells: int | None = None) -> str:
+    """The listing of the cells and what the store already holds; writes nothing, starts
+    nothing (the same input checks as `run`)."""
+    plan = prepare(spec, storage, address, max_cells=max_cells)
+    check_local_resources(address, num_cpus, num_gpus)
+    store = Store(plan.spec.storage_location)
+    store.check_is_store()
     state = store.scan(repair=False) if store.exists() else StoreState()
     holder = live_holder(store) if store.exists() else None
-    if holder is not None:
-        print(f"note: a sweep driver is running on this store ({holder.describe()})", file=out)
+    lines = [] if holder is None else \
+        [f"note: a sweep driver is running on this store ({holder.describe()})"]
     work = plan_work(plan, state)
-    _header(plan, store, work, out)
+    lines.append(header(plan, store, work))
     if state.corrupt:
-        print(f"{len(state.corrupt)} damaged parts would be set aside and re-run", file=out)
-    listing = group_listing(plan, work) if plan.adaptive else \
-        transfer_listing(work.search) if work.search is not None else cell_listing(plan, state)
-    print(listing, file=out)
-    return 0
+        lines.append(f"{len(state.corrupt)} damaged parts would be set aside and re-run")
+    lines.append(group_listing(plan, work) if plan.adaptive else
+                 transfer_listing(work.search) if work.search is not None else
+                 cell_listing(plan, state))
+    return "\n".join(lines)
 
 
 def save_sweep_copy(store: Store, plan: Plan) -> None:

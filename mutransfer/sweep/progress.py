@@ -1,14 +1,16 @@
 """The live progress line of a sweep: done / running / diverged / failed, elapsed and ETA.
 
-On a terminal one line is redrawn in place; otherwise (a log file, a Ray job's logs) a line is
-printed when something changed, at most every `every_s` seconds, and at least every minute.
+On a terminal one line is redrawn in place (mutransfer/statusline.py); otherwise (a log file, a
+Ray job's logs) a line is printed when something changed, at most every `every_s` seconds, and
+at least every minute.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, TextIO
+
+from mutransfer.statusline import StatusLine
 
 
 def fmt_duration(seconds: float) -> str:
@@ -28,8 +30,8 @@ class Progress:
                  every_s: float = 10.0, clock=time.monotonic):
         self.total = total  # None: not known up front (a search decides as it goes)
         self.expected = 0  # without a total: the trials known so far, shown as ~N
-        self.out = out or sys.stdout
-        self.tty = self.out.isatty() if tty is None else tty
+        self.status = StatusLine(out, tty)
+        self.tty = self.status.tty
         self.every_s = 0.5 if self.tty else every_s
         self.clock = clock
         self.start = clock()
@@ -39,12 +41,10 @@ class Progress:
         self._started: dict[str, float] = {}
         self._last_print = -1e9
         self._last_line = ""
-        self._drawn = False
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles its callbacks and searcher (which hold this) into a state file of its
-        own; an open file cannot be pickled, and a copy has nothing to write to anyway."""
-        return {**self.__dict__, "out": None}
+    @property
+    def out(self) -> TextIO | None:
+        return self.status.out
 
     # -- events ------------------------------------------------------------------------------
     def started(self, key: str) -> None:
@@ -119,25 +119,14 @@ class Progress:
 
     def message(self, text: str) -> None:
         """A line of its own (a failure, a retry) above the progress line."""
-        if self.tty and self._drawn:
-            self.out.write("\r\033[K")
-            self._drawn = False
-        self.out.write(text + "\n")
-        self.out.flush()
+        self.status.message(text)
         if self.tty:
             self._emit(self.line())
 
     def close(self) -> None:
         self._emit(self.line())
-        if self.tty:
-            self.out.write("\n")
-            self.out.flush()
+        self.status.close()
 
     def _emit(self, line: str) -> None:
-        if self.tty:
-            self.out.write("\r\033[K" + line)
-            self._drawn = True
-        else:
-            self.out.write(line + "\n")
-        self.out.flush()
+        self.status.draw(line)
         self._last_line = line

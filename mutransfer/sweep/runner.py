@@ -3,26 +3,31 @@
 Grid sweeps: a grid search over trial ids. Adaptive sweeps: one Optuna study per group, all
 driven by one searcher (mutransfer/sweep/studies.py) so that studies run side by side.
 Transfer searches: the grid's cells, handed out by mutransfer/sweep/transfer_searcher.py. Each
-trial writes its own parts into the store (mutransfer/sweep/trainable.py); the driver only
-watches (progress line) and records trials that failed for good.
+trial writes its own parts into the store (mutransfer/sweep/trainable.py) and reports every
+eval point to Tune, whose folder (experiment state, the `loggers:` files) is STORAGE/tune/;
+the driver only watches (progress line) and records trials that failed for good.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from mutransfer.errors import UserError
+from mutransfer.results.fs import join
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.cluster import Capacity, ray_session
 from mutransfer.sweep.grid import Cell, Group, Plan
 from mutransfer.sweep.progress import Progress
-from mutransfer.sweep.trainable import OBJECTIVE, tune_trainable
+from mutransfer.sweep.trainable import OBJECTIVE, TrialUnit, tune_trainable
 from mutransfer.sweep.transfer import TransferSearch
+from mutransfer.sweep.tune_loggers import logger_callbacks
+
+# Ray Tune's own folder under the store (its experiment state and the loggers' files); the
+# store's tables never read it
+TUNE_FOLDER = "tune"
 
 
 @dataclass
@@ -65,17 +70,17 @@ class Work:
         return len(self.cells) + sum(self.budgets.values())
 
 
-def units_of(plan: Plan, work: Work) -> dict[str, dict[str, Any]]:
+def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
     """What each trial needs on its worker, keyed by trial id (grid) or group id (adaptive).
     `axes`: the types of the sweep's extra axis columns, the same in every part it writes."""
     from mutransfer.results.schema import axis_types
 
     axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
-    units = {c.trial_id: {"trial_id": c.trial_id, "config": c.config, "columns": c.columns,
-                          "search": plan.spec.search.kind, "axes": axes} for c in work.cells}
+    kind = plan.spec.search.kind
+    units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes)
+             for c in work.cells}
     for g in work.groups:
-        units[g.group_id] = {"config": g.config, "columns": g.columns,
-                             "search": plan.spec.search.kind, "axes": axes}
+        units[g.group_id] = TrialUnit(g.config, g.columns, "", kind, axes)
     return units
 
 
@@ -111,12 +116,11 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
         resources = ResourcesFor(plan, work)
         resources.check(cap)
         progress = Progress(None if work.search else work.n_trials, out=options.out)
-        tuner, tmp = _tuner(plan, store, work, resources, progress)
+        tuner = _tuner(plan, store, work, resources, progress)
         try:
             tuner.fit()
         finally:
             progress.close()
-            shutil.rmtree(tmp, ignore_errors=True)
     outcome.complete, outcome.diverged = progress.complete, progress.diverged
     outcome.failed = progress.failed
     if not plan.adaptive:  # the store is the truth (a stop can skip Tune's callbacks)
@@ -163,14 +167,19 @@ def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progre
     tune_config.max_concurrent_trials = spec.resources.max_concurrent
     tune_config.trial_name_creator = _trial_name
     tune_config.trial_dirname_creator = _trial_name
-    tmp = tempfile.mkdtemp(prefix="mutransfer-tune-")  # Tune's bookkeeping, not our results
     run_config = tune.RunConfig(
-        name=spec.name, storage_path=tmp, verbose=0,
+        name=tune_run_name(), storage_path=join(store.location, TUNE_FOLDER), verbose=0,
         failure_config=tune.FailureConfig(max_failures=spec.retries),
-        callbacks=[TuneProgress(progress, store, units, spec.name)])
-    tuner = tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
-                       run_config=run_config)
-    return tuner, tmp
+        callbacks=[TuneProgress(progress, store, units, spec.name),
+                   *logger_callbacks(spec.loggers, spec.name)])
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
+                      run_config=run_config)
+
+
+def tune_run_name() -> str:
+    """Tune's experiment folder of this run, under STORAGE/tune/: one per run, so that a
+    re-run's trials (a retry of a failed cell) do not write over the last run's logs."""
+    return time.strftime("run-%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def _trial_name(trial: Any) -> str:

@@ -2,7 +2,8 @@
 
 A sweep file holds the base trial config (`model`, `train`, `data`, `param`, `width`), the
 `axes` to sweep (see mutransfer/sweep/axes.py), and how to run it (`resources`, `search`,
-`retries`, `storage`). Every cell is validated as a full TrialConfig in mutransfer/sweep/grid.py.
+`retries`, `storage`, `loggers`). Every cell is validated as a full TrialConfig in
+mutransfer/sweep/grid.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mutransfer.analysis_defaults import FIT_POINTS
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
+Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
 
 
 class Resources(StrictModel):
@@ -116,6 +118,10 @@ class SweepSpec(StrictModel):
     search: Search = Search()
     retries: int = Field(2, ge=0)  # a failed trial (an exception, a lost worker) runs again
     storage: str | None = Field(None, min_length=1)  # default results/NAME (local) or a URI
+    loggers: list[Logger] = Field([], description=(
+        "Ray Tune's logger callbacks, writing under STORAGE/tune/ (tensorboard, csv, json) or "
+        "to their service (wandb, mlflow: their package must be installed); the store stays "
+        "the record"))
 
     @model_validator(mode="before")
     @classmethod

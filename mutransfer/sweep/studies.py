@@ -31,7 +31,7 @@ class OwnedSearcher(Searcher):
         return True  # the subclass set up its own space
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        pass  # one result per trial, at its end
+        pass  # a report per eval point; the unit learns from the last one, at the end
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:

@@ -12,6 +12,8 @@ import json
 import math
 import socket
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mutransfer.errors import UserError, first_line
@@ -22,17 +24,37 @@ from mutransfer.sweep.identity import canonical_json, trial_id
 OBJECTIVE = "objective"
 
 
-def payload_for(tune_config: dict[str, Any], units: dict[str, dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TrialUnit:
+    """What a trial needs on its worker (Ray pickles it there): a grid cell, or an adaptive
+    group, whose trials get their LR from the searcher (`at_lr`)."""
+
+    config: dict[str, Any]  # the trial config, JSON-like (mutransfer/config.py TrialConfig)
+    columns: dict[str, Any]  # the cell's axis columns in the trials table
+    trial_id: str = ""  # "": a group (each of its trials' ids follows from its LR)
+    search: str = "grid"  # the sweep's search kind, stored with each trial
+    axes: dict[str, str] | None = None  # column types of the sweep's extra axes
+
+    @classmethod
+    def of(cls, config: dict[str, Any], columns: dict[str, Any], search: str = "grid",
+           axes: dict[str, str] | None = None) -> TrialUnit:
+        """The unit of one trial config (validated; its id is its identity hash)."""
+        resolved = _validated(config)
+        return cls(resolved, dict(columns), trial_id(resolved), search, axes)
+
+    def at_lr(self, lr: float) -> TrialUnit:
+        """The trial of this group at `lr` (the searcher's choice)."""
+        config = json.loads(json.dumps(self.config))
+        config["train"]["lr"] = lr
+        return TrialUnit(config, {**self.columns, "lr": lr}, trial_id(_validated(config)),
+                         self.search, self.axes)
+
+
+def payload_for(tune_config: dict[str, Any], units: dict[str, TrialUnit]) -> TrialUnit:
     """The cell to run: a grid cell by id, or an adaptive group at the LR the searcher chose."""
     if "trial_id" in tune_config:
         return units[tune_config["trial_id"]]
-    group = units[tune_config["group"]]
-    lr = float(tune_config["lr"])
-    config = json.loads(json.dumps(group["config"]))
-    config["train"]["lr"] = lr
-    return {"trial_id": trial_id(_validated(config)), "config": config,
-            "columns": {**group["columns"], "lr": lr}, "search": group["search"],
-            "axes": group.get("axes")}
+    return units[tune_config["group"]].at_lr(float(tune_config["lr"]))
 
 
 def _validated(config: dict[str, Any]) -> dict[str, Any]:
@@ -41,9 +63,11 @@ def _validated(config: dict[str, Any]) -> dict[str, Any]:
     return TrialConfig.model_validate(config).model_dump(mode="json")
 
 
-def run_unit(payload: dict[str, Any], store_location: str, sweep: str,
-             save_every_eval: bool = False) -> dict[str, Any]:
+def run_unit(payload: TrialUnit, store_location: str, sweep: str,
+             save_every_eval: bool = False,
+             on_eval: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run one trial unless the store already holds it; return the metrics for Tune.
+    Each eval point goes to the store first (the record), then to `on_eval` (Tune).
 
     A trial that an earlier attempt checkpointed (a retry, a lost node, a killed driver)
     resumes from its checkpoint; the resumed attempt writes every step row again under its
@@ -56,45 +80,50 @@ def run_unit(payload: dict[str, Any], store_location: str, sweep: str,
     from mutransfer.train import run_trial
 
     store = Store(store_location)
-    tid = payload["trial_id"]
+    tid = payload.trial_id
     checkpoint = TrialCheckpoint(store, tid, None if save_every_eval else MAX_OVERHEAD)
     stored = store.finished_row(tid)
     if stored is not None:  # e.g. an Optuna proposal equal to a stored trial
         checkpoint.remove()
         return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
-    config = TrialConfig.model_validate(payload["config"])
+    config = TrialConfig.model_validate(payload.config)
+    def report(point: dict[str, Any]) -> None:
+        attempt.write_step(point)
+        if on_eval is not None:
+            on_eval(point)
+
     try:
-        result = run_trial(config, report=attempt.write_step, checkpoint=checkpoint)
+        result = run_trial(config, report=report, checkpoint=checkpoint)
     except UserError as exc:  # deterministic: not retried
         attempt.discard()
         row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
-        store.write_failure(row, payload.get("axes"))
+        store.write_failure(row, payload.axes)
         return {**metrics_of(row), "error": row["error"]}
     row = trial_row(payload, result, sweep)
-    written = attempt.finish(row, payload.get("axes"))
+    written = attempt.finish(row, payload.axes)
     checkpoint.remove()  # stored now (by this attempt or another): nothing left to resume
     return metrics_of(row, skipped=not written, resumed_from=result.resumed_from)
 
 
-def base_row(payload: dict[str, Any], sweep: str, outcome: dict[str, Any],
+def base_row(payload: TrialUnit, sweep: str, outcome: dict[str, Any],
              host: str | None = None) -> dict[str, Any]:
     """A trials-table row (docs/results-format.md): the cell's id, sweep and axis columns,
     then `outcome` (what the run gave), then where it came from: search, host, versions and
     config. A finished trial and a failure record share this layout."""
-    return {"trial_id": payload["trial_id"], "sweep": sweep,
-            **{k: _flat(v) for k, v in payload["columns"].items()}, **outcome,
-            "search": payload.get("search", "grid"), "host": host, "versions": versions(),
-            "config": canonical_json(payload["config"])}
+    return {"trial_id": payload.trial_id, "sweep": sweep,
+            **{k: _flat(v) for k, v in payload.columns.items()}, **outcome,
+            "search": payload.search, "host": host, "versions": versions(),
+            "config": canonical_json(payload.config)}
 
 
-def failure_row(payload: dict[str, Any], sweep: str, reason: str) -> dict[str, Any]:
+def failure_row(payload: TrialUnit, sweep: str, reason: str) -> dict[str, Any]:
     """The trials-table row of a trial that failed for good (no losses, status failed)."""
     outcome = {"status": "failed", "diverged": False, "diverge_step": None}
     return {**base_row(payload, sweep, outcome), "attempt": "", "evals": 0, "error": reason}
 
 
-def trial_row(payload: dict[str, Any], result: Any, sweep: str) -> dict[str, Any]:
+def trial_row(payload: TrialUnit, result: Any, sweep: str) -> dict[str, Any]:
     """The trials-table row of a finished trial (docs/results-format.md); a diverged trial's
     final and best losses are None (stored as nulls)."""
     outcome = {
@@ -149,10 +178,30 @@ def metrics_of(row: dict[str, Any], skipped: bool = False,
             OBJECTIVE: objective(row), "skipped": skipped, "resumed_from": resumed_from}
 
 
-def tune_trainable(tune_config: dict[str, Any], units: dict[str, dict[str, Any]],
+def eval_metrics(trial: str, point: dict[str, Any]) -> dict[str, Any]:
+    """What Tune gets at an eval point: the step's losses, and the objective so far (what
+    Tune's metric check asks of every result); `timesteps_total` is the training step, the
+    x axis Tune's loggers plot against."""
+    loss = point.get("eval_loss")
+    return {"trial_id": trial, **{k: v for k, v in point.items() if _scalar(v)},
+            OBJECTIVE: float(loss) if _finite(loss) else 1e6,
+            "timesteps_total": int(point["step"])}
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def tune_trainable(tune_config: dict[str, Any], units: dict[str, TrialUnit],
                    store_location: str, sweep: str) -> None:
-    """The function Ray Tune runs for each trial (wrapped by `tune.with_parameters`)."""
+    """The function Ray Tune runs for each trial (wrapped by `tune.with_parameters`): a
+    report at every eval point, then the trial's result (`metrics_of`) as the last one, which
+    is the result the searchers (Optuna, transfer) and the driver's callbacks read."""
     from ray import tune
 
     payload = payload_for(tune_config, units)
-    tune.report(run_unit(payload, store_location, sweep))
+
+    def at_eval(point: dict[str, Any]) -> None:
+        tune.report(eval_metrics(payload.trial_id, point))
+
+    tune.report(run_unit(payload, store_location, sweep, on_eval=at_eval))

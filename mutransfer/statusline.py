@@ -1,0 +1,49 @@
+"""One status line for long work (a sweep, a trial, a coordinate check): on a terminal it is
+redrawn in place, with messages printed above it; elsewhere (a log file, a Ray job's logs)
+each drawing is a line of its own. The callers decide what the line says and how often."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+CLEAR = "\r\033[K"  # to the start of the line, and erase it
+
+
+class StatusLine:
+    def __init__(self, out: TextIO | None = None, tty: bool | None = None):
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty() if tty is None else tty
+        self.drawn = False  # a line is on screen, not ended (terminal only)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles what holds this (its callbacks, its searcher): an open stream cannot
+        be pickled, and a copy has nothing to write to anyway."""
+        return {**self.__dict__, "out": None}
+
+    def draw(self, line: str) -> None:
+        if self.out is None:
+            return
+        if self.tty:
+            self.out.write(CLEAR + line)
+            self.drawn = True
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def message(self, text: str) -> None:
+        """A line of its own; on a terminal the status line is erased first (redraw it)."""
+        if self.out is None:
+            return
+        if self.drawn:
+            self.out.write(CLEAR)
+            self.drawn = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        """End the status line on a terminal (what is printed next starts on a new line)."""
+        if self.drawn and self.out is not None:
+            self.out.write("\n")
+            self.out.flush()
+        self.drawn = False
