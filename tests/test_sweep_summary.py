@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from mutransfer.analysis import analyze
-from mutransfer.analysis.synthetic import Planted, synthetic_tables, write_results
 from mutransfer.cli import main
 from mutransfer.sweep.grid import load_plan
 from tests.sweeps import write_sweep
+from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 LRS = [2.0**e for e in range(-10, -4)]
 # lr* planted between two grid points: the quadratic vertex (~2^-7.5) is not a grid LR, so an

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mutransfer.analysis.fit import fit_optimum  # pure numpy; to move below both layers
+from mutransfer.analysis.fit import fit_optimum  # the analysis's own estimator (downward)
 from mutransfer.analysis.slopes import ols
 from mutransfer.analysis_defaults import FIT_POINTS
 from mutransfer.sweep.grid import Cell
