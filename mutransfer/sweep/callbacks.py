@@ -18,6 +18,10 @@ class TuneProgress(Callback):
         self.store = store
         self.units = units
         self.sweep = sweep
+        self.ended = False  # set when Tune says every trial has ended
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.ended = True
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         self.progress.refresh()

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import join
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.cluster import Capacity, ray_session
@@ -116,9 +116,9 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
         resources = ResourcesFor(plan, work)
         resources.check(cap)
         progress = Progress(None if work.search else work.n_trials, out=options.out)
-        tuner = _tuner(plan, store, work, resources, progress)
+        tuner, watcher = _tuner(plan, store, work, resources, progress)
         try:
-            tuner.fit()
+            _fit(tuner, watcher, options)
         finally:
             progress.close()
     outcome.complete, outcome.diverged = progress.complete, progress.diverged
@@ -134,7 +134,23 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
     return outcome
 
 
+def _fit(tuner: Any, watcher: Any, options: RunOptions) -> None:
+    """Run the Tuner. Tune's own files live under STORAGE/tune: on a full disk they can be
+    left truncated, and after the last trial has ended Tune fails reading them back into a
+    ResultGrid, which the sweep never uses (the store and the callbacks are the truth). Such
+    an error, after the experiment ended, is a note; any earlier one is raised."""
+    try:
+        tuner.fit()
+    except Exception as exc:
+        if not watcher.ended:
+            raise
+        print(f"note: Tune could not read back its own files under {TUNE_FOLDER}/ after the "
+              f"run ({type(exc).__name__}: {first_line(exc)}); the store holds every result",
+              file=options.out)
+
+
 def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progress: Progress):
+    """The Tuner of this run and its progress callback."""
     from ray import tune
 
     from mutransfer.sweep.callbacks import TuneProgress
@@ -170,10 +186,10 @@ def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progre
     run_config = tune.RunConfig(
         name=tune_run_name(), storage_path=join(store.location, TUNE_FOLDER), verbose=0,
         failure_config=tune.FailureConfig(max_failures=spec.retries),
-        callbacks=[TuneProgress(progress, store, units, spec.name),
+        callbacks=[watcher := TuneProgress(progress, store, units, spec.name),
                    *logger_callbacks(spec.loggers, spec.name)])
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
-                      run_config=run_config)
+                      run_config=run_config), watcher
 
 
 def tune_run_name() -> str:
