@@ -39,14 +39,10 @@ COMMANDS: list[tuple[str, str, str]] = [
 
 
 def version() -> str:
-    """The installed package's version (its metadata: pyproject's `version`)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    """The package's version (one source: `mutransfer.__version__`, which pyproject reads)."""
+    from mutransfer import __version__
 
-    try:
-        return dist_version("mutransfer")
-    except PackageNotFoundError:  # imported from a checkout that was never pip-installed
-        return "unknown (not installed)"
+    return __version__
 
 
 def _available() -> list[tuple[str, str, str]]:
