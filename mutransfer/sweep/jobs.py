@@ -49,9 +49,9 @@ def client(address: str) -> Any:
         if "ray[default]" in str(exc):
             raise UserError("submitting jobs needs Ray's HTTP client: pip install "
                             "'ray[default]'") from None
-        raise UserError(f"--address {address}: {first_line(exc)}") from None
+        raise UserError(f"dashboard {address}: {first_line(exc)}") from None
     except (ConnectionError, OSError, ValueError) as exc:
-        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
                         f"({first_line(exc)})") from None
 
 
@@ -104,13 +104,13 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
     try:
         port = parts.port or (443 if parts.scheme == "https" else 8265)
     except ValueError:
-        raise UserError(f"--address {address}: not a valid HOST:PORT") from None
+        raise UserError(f"dashboard {address}: not a valid HOST:PORT") from None
     if not parts.hostname:
-        raise UserError(f"--address {address}: expected http://HOST:8265")
+        raise UserError(f"dashboard {address}: expected http://HOST:8265")
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
     except OSError as exc:
-        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
                         f"({exc.strerror or exc})") from None
 
 
@@ -244,7 +244,7 @@ def _call(fn, job_id: str, address: str) -> Any:
             raise UserError(f"no job {job_id} at {address}") from None
         raise UserError(f"job {job_id} at {address}: {first_line(exc)}") from None
     except (ConnectionError, OSError) as exc:
-        raise UserError(f"--address {address}: cannot reach the Ray dashboard there "
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
                         f"({first_line(exc)})") from None
 
 
