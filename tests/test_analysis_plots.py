@@ -138,3 +138,19 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     assert len(drawn["o"]) == 14 and drawn["o"].count(2**-5) == 1
     assert drawn["x"] == [2**-4, 2**-4]
     assert len(make_plots(tmp_path)) == 5  # the whole report still draws
+
+
+def test_a_fitted_optimum_between_grid_lrs_stays_inside_the_loss_axis(tmp_path):
+    """The quadratic's vertex between two grid LRs lies below every trained cell's loss: the
+    loss-against-LR panel's y range still holds its star (it was clipped off the bottom)."""
+    from mutransfer.analysis.plots import loss_limits
+    from tests.synthetic_sweeps import Planted
+
+    lrs = [2.0**e for e in range(-10, -4)]
+    t = synthetic_tables([Planted("sp", 2**-7.5, 0.0)], [16, 32], lrs, [0])
+    a = analyze(write_results(tmp_path, t), n_boot=0)
+    lowest_cell = a.cells.loc[a.cells["status"].eq("trained"), "mean_loss"].min()
+    fitted = a.lr_opt["loss_at_opt"].min()
+    assert fitted < lowest_cell  # the case: a vertex below the grid's best cell
+    bottom, _ = loss_limits(a.cells, a.lr_opt)
+    assert bottom < fitted

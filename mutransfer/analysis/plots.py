@@ -29,15 +29,22 @@ def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, 
             for k, rows in df.groupby(a.family_cols, sort=True, dropna=False)]
 
 
-def loss_limits(cells: pd.DataFrame) -> tuple[float, float]:
+def loss_limits(cells: pd.DataFrame, optima: pd.DataFrame | None = None) -> tuple[float, float]:
     """y range from the LRs that trained: from the best loss up to 2.5x its distance to the
-    median, so the bowls stay readable when a few LRs barely trained (those are drawn clipped)."""
+    median, so the bowls stay readable when a few LRs barely trained (those are drawn clipped).
+    `optima` (the lr* table): its fitted losses are kept in range too, since a quadratic's
+    vertex between two grid LRs lies below every trained cell."""
     v = cells.loc[cells["status"].eq(TRAINED), "mean_loss"].to_numpy()
     v = v[np.isfinite(v)]
     if not len(v):
         return 0.0, 1.0
     lo, hi = float(v.min()), float(min(v.max(), v.min() + 2.5 * (np.median(v) - v.min())))
-    return pad_limits(lo, hi if hi > lo else float(v.max()), 0.04)
+    hi = hi if hi > lo else float(v.max())
+    if optima is not None and len(optima):
+        fitted = optima["loss_at_opt"].to_numpy(dtype=float)
+        fitted = fitted[np.isfinite(fitted)]
+        lo = min(lo, float(fitted.min())) if len(fitted) else lo
+    return pad_limits(lo, hi, 0.04)
 
 
 def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **kw):
@@ -97,7 +104,7 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
     opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)
-    lo, hi = loss_limits(a.cells)
+    lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
         _loss_panel(ax, cells, opt_by[label], colors, (lo, hi))
