@@ -34,7 +34,6 @@ class Progress:
         # sys.stderr looked up now: tests may swap it
         self.status = StatusLine(stream or sys.stderr)
         self.total, self.t0 = total, time.perf_counter()
-        self.tty = self.status.tty
 
     def __call__(self, point: dict) -> None:
         step = point["step"]
@@ -45,7 +44,7 @@ class Progress:
                 f"eval {point['eval_loss']:.4f}  lr {point['lr']:.3g}  "
                 f"{point['tokens_per_s']:,.0f} tok/s  {elapsed:5.0f}s  ETA {eta}")
         bar = "#" * int(30 * step / self.total)
-        self.status.draw(f"[{bar:<30}] {line}" if self.tty else line)
+        self.status.draw(f"[{bar:<30}] {line}" if self.status.tty else line)
 
     def close(self) -> None:
         self.status.close()

@@ -31,7 +31,6 @@ class Progress:
         self.total = total  # None: not known up front (a search decides as it goes)
         self.expected = 0  # without a total: the trials known so far, shown as ~N
         self.status = StatusLine(out, tty)
-        self.tty = self.status.tty
         self.every_s = 0.5 if self.tty else every_s
         self.clock = clock
         self.start = clock()
@@ -45,6 +44,10 @@ class Progress:
     @property
     def out(self) -> TextIO | None:
         return self.status.out
+
+    @property
+    def tty(self) -> bool:
+        return self.status.tty
 
     # -- events ------------------------------------------------------------------------------
     def started(self, key: str) -> None:
