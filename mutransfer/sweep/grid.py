@@ -67,7 +67,7 @@ class Plan:
     @property
     def adaptive(self) -> bool:
         """Optuna groups instead of cells (a transfer search runs a subset of the cells)."""
-        return self.spec.search.kind == "optuna"
+        return self.spec.search.adaptive
 
     @property
     def transfer(self) -> bool:

@@ -14,7 +14,6 @@ from mutransfer.errors import UserError
 from mutransfer.sweep.axes import Axis, parse_axes
 from mutransfer.sweep.spec import SweepSpec
 
-GRID_KINDS = ("grid", "transfer")  # searches whose trials are cells of the grid
 MAX_CELLS = 10_000  # the default limit: far above the shipped sweeps (the largest has 555)
 
 
@@ -27,7 +26,7 @@ def count_trials(spec: SweepSpec) -> int:
     plain = [a for a in axes if a.lr is None]
     lr_axis = next((a for a in axes if a.lr is not None), None)
     combos = math.prod(len(a.values) for a in plain)
-    if spec.search.kind not in GRID_KINDS:
+    if spec.search.adaptive:
         return combos * spec.search.trials_per_width
     if lr_axis is None:
         return combos
@@ -53,7 +52,7 @@ def check_size(spec: SweepSpec, source: str, max_cells: int | None) -> int:
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
     if n > limit:
-        unit = "cells" if spec.search.kind in GRID_KINDS else "trials"
+        unit = "trials" if spec.search.adaptive else "cells"
         raise UserError(f"{source}: {n:,} {unit}, more than the limit of {limit:,}; check the "
                         f"axes, or raise the limit with --max-cells {n}")
     return n

@@ -91,6 +91,12 @@ class Search(StrictModel):
         "a time, until an LR diverges or the grid ends, so the analysis locates the stability "
         "boundary at every width"))
 
+    @property
+    def adaptive(self) -> bool:
+        """Trials at sampled LRs per group, not cells of the grid (a transfer search runs a
+        subset of the grid's cells)."""
+        return self.kind == "optuna"
+
     @model_validator(mode="after")
     def _options_of_kind(self) -> Search:
         for name in sorted(self.model_fields_set - {"kind"}):
