@@ -21,6 +21,12 @@ class FileSet:
         return [f.relative_to(self.root).as_posix() for f in self.files]
 
 
+def data_dir() -> Path:
+    """$MUTRANSFER_DATA_DIR, else ~/.cache/mutransfer: where downloads and token caches go."""
+    root = os.environ.get("MUTRANSFER_DATA_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "mutransfer"
+
+
 def static_root(pattern: str) -> Path:
     """The folder part of a glob before its first wildcard."""
     parts = Path(pattern).parts

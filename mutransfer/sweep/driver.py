@@ -161,6 +161,14 @@ def check_data_present(plan: Plan) -> None:
             raise UserError(f"{plan.source}: data: {exc}{hint}") from None
 
 
+def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
+    """The pre-flight's tokenizing: each text source of the sweep into its token cache
+    (mutransfer/data/cache.py) unless it is there, so that no trial tokenizes; the folders."""
+    from mutransfer.data.preflight import prepare_caches
+
+    return prepare_caches(plan.data_configs(), out=out)
+
+
 def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
                        ended: int) -> SweepResult:
     out = options.out
@@ -174,6 +182,7 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
             "set_aside": tuple(state.set_aside), "ended_orphans": ended}
     if work.n_trials == 0:
         return SweepResult(**base, planned=plan.n_trials, to_run=0)
+    prepare_data(plan, out)
     outcome = execute(plan, store, work, options)
     left = plan_work(plan, store.scan(repair=False)).n_trials
     return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
