@@ -131,8 +131,7 @@ def layer_activation_bytes(s: Shape, regime: Regime) -> float:
         return _s4d_layer_bytes(s, regime)
     if regime == "cpu":
         chunk = max(1, min(L, CHUNK_ELEMS // max(1, s.batch * e * n)))
-        elems = (3 * d + 1  # norm: its input, 1/rms, the normalized x; (the output: in_proj's)
-                 + d  # in_proj's input (the norm's output)
+        elems = (3 * d + 1  # norm: its input, 1/rms, the normalized x, its output (in_proj's)
                  + 2 * e  # in_proj's output xz: conv1d's input and the gate z are views of it
                  + e * (L + k - 1) / L  # conv1d's padded output, kept by SiLU
                  + e  # the conv's output made contiguous: x_proj's and the scan's u
@@ -167,7 +166,7 @@ def head_activation_bytes(s: Shape, regime: Regime) -> float:
     """Per token: the input ids (or reals), the final norm, the readout's input, the loss."""
     d, v = s.width, s.output_dim
     ids = 8 if s.vocab is not None else 4 * (s.input_dim or 1)
-    norm = 4 * (3 * d + 1) if regime == "cpu" else 4 * (2 * d + 1) + 2 * d
+    norm = 4 * (3 * d + 1) if regime == "cpu" else 4 * (2 * d + 1) + 2 * d  # + readout's in
     loss = 4 * v + 8 if s.vocab is not None else 4 * v  # log_softmax's output, the targets
     return ids + norm + loss
 
@@ -175,7 +174,10 @@ def head_activation_bytes(s: Shape, regime: Regime) -> float:
 def activation_bytes(s: Shape, regime: Regime) -> float:
     """What autograd keeps for the backward of one training step."""
     per_token = s.n_layer * layer_activation_bytes(s, regime) + head_activation_bytes(s, regime)
-    return per_token * s.tokens_per_step
+    # A = -exp(A_log) (the exp's output, the masked product, its mask factor): per layer,
+    # whatever the number of tokens
+    per_layer = 3 * 4 * s.d_inner * s.d_state if s.arch == "mamba" else 0
+    return per_token * s.tokens_per_step + s.n_layer * per_layer
 
 
 def head_workspace_bytes(s: Shape, regime: Regime) -> float:
