@@ -246,3 +246,24 @@ def test_a_tokenizers_file_without_an_end_of_text_token_is_refused(tmp_path):
         load_data(DataConfig(tokenizer=str(path)), cache="off")
     with pytest.raises(UserError, match="missing.json: no such file"):
         load_data(DataConfig(tokenizer=str(tmp_path / "missing.json")))
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_bpe_corpus_prepares_once_and_records_the_fingerprints(
+        bpe_json, tmp_path, data_dir, capsys):
+    import mutransfer
+    from tests.sweeps import tiny_sweep
+
+    data = {"source": "parquet", "path": str(write_shards(tmp_path / "shards")),
+            "tokenizer": str(bpe_json)}
+    doc = tiny_sweep("bpe", {"width": [16, 32], "lr": [0.003, 0.01]}, data=data)
+    result = mutransfer.run(doc, storage=str(tmp_path / "results"), num_cpus=2)
+    assert result.ok and result.complete == 4
+    assert "token cache of parquet" in capsys.readouterr().out  # the driver's pre-flight
+    assert len(caches(data_dir)) == 1
+    trials = result.tables().trials
+    corpus = [json.loads(c) for c in trials["corpus"]]
+    assert {c["tokenizer"] for c in corpus} == {str(bpe_json)}
+    assert {(c["files"], c["hash"]) for c in corpus} == {(3, corpus[0]["hash"])}
+    env = json.loads(trials["env"].iloc[0])
+    assert env["torch_threads"] >= 1 and env["python"] and "cpu_capability" in env

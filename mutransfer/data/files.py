@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutransfer.configbase import user_dir as data_dir  # noqa: F401  (the data's home)
 from mutransfer.errors import UserError
 
 _MAGIC = "*?["
@@ -19,12 +20,6 @@ class FileSet:
 
     def keys(self) -> list[str]:
         return [f.relative_to(self.root).as_posix() for f in self.files]
-
-
-def data_dir() -> Path:
-    """$MUTRANSFER_DATA_DIR, else ~/.cache/mutransfer: where downloads and token caches go."""
-    root = os.environ.get("MUTRANSFER_DATA_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "mutransfer"
 
 
 def static_root(pattern: str) -> Path:
