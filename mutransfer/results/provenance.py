@@ -9,6 +9,7 @@ when the process has imported it already (a trial has): this module imports no t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -64,3 +65,26 @@ def _torch(torch: Any) -> dict[str, Any]:
 
 def environment_json() -> str:
     return json.dumps(environment(), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the mutransfer checkout this process runs (with `+` when its tracked
+    files have changes), or None outside a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
