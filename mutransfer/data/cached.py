@@ -1,4 +1,5 @@
-"""Text sources read from their token cache: slices of memory maps, no tokenizing in a trial.
+"""Text sources read from their token cache: no tokenizing in a trial. Parquet sources read
+slices of the memory-mapped shards; stdlib and text read their two buffers into memory.
 
 The batches are the streaming sources' own, token for token: stdlib and text sample random
 windows of the same two buffers (MemorySource), parquet and hf pack the same infinite stream
@@ -76,10 +77,13 @@ class CachedStream:
 
 
 def memory_source(name: str, cache: TokenCache) -> MemorySource:
+    """stdlib and text: the two buffers read whole into memory (as the in-memory source holds
+    them; random windows gather from anonymous memory about twice as fast as from a file
+    map's 4 kB pages, measured on numpy 2.4)."""
     index = cache.index
     splits = index["splits"]
-    source = MemorySource(name, cache.tokens(splits["train"]), cache.tokens(splits["eval"]),
-                          int(index["vocab_size"]), index["description"])
+    train, eval_ = (np.array(cache.tokens(splits[s])) for s in ("train", "eval"))
+    source = MemorySource(name, train, eval_, int(index["vocab_size"]), index["description"])
     source.fingerprint = fingerprint_of_cache(cache)
     return source
 
