@@ -28,7 +28,8 @@ from mutransfer.train import loss_fn  # noqa: E402
 
 
 def config(width: int, batch: int, seq_len: int, device: str) -> TrialConfig:
-    return TrialConfig(width=width, model={"n_layer": 3, "d_state": 16, "base_width": min(width, 256)},
+    model = {"n_layer": 3, "d_state": 16, "base_width": min(width, 256)}
+    return TrialConfig(width=width, model=model,
                        train={"batch_size": batch, "seq_len": seq_len, "device": device})
 
 

@@ -162,7 +162,8 @@ def test_report_says_where_the_results_came_from(tmp_path):
 
     from tests.synthetic_sweeps import Planted
 
-    t = synthetic_tables([Planted("sp", 2.0 ** -6, -0.5)], WIDTHS, [2.0 ** k for k in range(-9, -3)], [0, 1])
+    lrs = [2.0 ** k for k in range(-9, -3)]
+    t = synthetic_tables([Planted("sp", 2.0 ** -6, -0.5)], WIDTHS, lrs, [0, 1])
     corpus = {"source": "stdlib", "root": "/usr/lib/python3.11", "files": 734,
               "bytes": 12_100_000, "hash": "ab12", "tokenizer": "byte",
               "train_tokens": 11_300_000, "eval_tokens": 773_100}

@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 from mutransfer.data import DataConfig, load_data, packing, parquet
@@ -18,7 +17,6 @@ from mutransfer.data.preflight import prepare_caches
 from mutransfer.errors import UserError
 from tests.conftest import same, take
 from tests.test_data_parquet import write_shards
-
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-
 # top-level keys of a sweep file that a trial config does not have
 SWEEP_KEYS = ("name", "axes", "resources", "search", "retries", "storage", "loggers")
 
