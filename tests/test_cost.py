@@ -104,3 +104,15 @@ def test_the_cost_table_has_a_row_per_width_and_a_total():
     assert lines[3].split()[0] == "64" and lines[3].split()[3] == "2"  # two trials at 64
     assert lines[-1].split()[:2] == ["total", "3"]
     assert "30% of the H100" in cost_table(configs, gpu="h100", mfu=0.3)
+
+
+def test_the_measured_throughput_is_the_one_benchmarks_readme_shows():
+    import re
+    from pathlib import Path
+
+    from mutransfer.cost.gpus import GPUS
+
+    text = (Path(__file__).parent.parent / "benchmarks" / "README.md").read_text()
+    section = text.split("## Throughput for cost estimates", 1)[1].split("\n## ", 1)[0]
+    rows = {int(w): float(t) for w, t in re.findall(r"^\| (\d+) \| (\d+) \|$", section, re.M)}
+    assert rows == GPUS["h100"].measured.tokens_per_s
