@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(p, name: str) -> None:
@@ -130,16 +131,22 @@ def scan_backends(r: Report) -> None:
             r.ok(f"auto on cpu: {best.backend}")
 
 
-def cluster(r: Report, address: str) -> None:
+def _or_fail(r: Report, prefix: str, fn: Callable[[], Any]) -> Any:
+    """fn()'s result, or None after a FAIL line saying its UserError."""
     from mutransfer.errors import UserError
-    from mutransfer.sweep.inspect import cluster_summary
 
     try:
-        lines = cluster_summary(address)
+        return fn()
     except UserError as exc:
-        r.fail(f"Ray cluster at {address}: {exc}")
-        return
-    for line in lines:
+        r.fail(f"{prefix}{exc}")
+        return None
+
+
+def cluster(r: Report, address: str) -> None:
+    from mutransfer.sweep.inspect import cluster_summary
+
+    for line in _or_fail(r, f"Ray cluster at {address}: ",
+                         lambda: cluster_summary(address)) or []:
         r.ok(f"Ray {line}")
 
 
@@ -172,13 +179,10 @@ def sweep_file(r: Report, path: str) -> None:
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
     from mutransfer.data.config import DataConfig
-    from mutransfer.errors import UserError
     from mutransfer.sweep.driver import prepare
 
-    try:
-        plan = prepare(path)
-    except UserError as exc:
-        r.fail(str(exc))
+    plan = _or_fail(r, "", lambda: prepare(path))
+    if plan is None:
         return
     r.ok(f"{path}: valid, {plan.n_trials} trials; data and tokenizer present")
     for raw in plan.data_configs():
