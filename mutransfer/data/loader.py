@@ -33,7 +33,10 @@ def load_data(cfg: DataConfig, cache: CacheMode = "use") -> DataSource:
     from mutransfer.data.cached import CACHED_SOURCES, load_cached
 
     if cache != "off" and cfg.source in CACHED_SOURCES:
-        source = load_cached(cfg, prepare=cache == "use")
+        import sys
+
+        # a trial that finds no cache says so while it prepares it (once per cache)
+        source = load_cached(cfg, prepare=cache == "use", out=sys.stderr)
         if source is not None:
             return source
     return _loaders()[cfg.source](cfg)
