@@ -73,4 +73,9 @@ def plan_cost(plan, gpu: str | None = None, mfu: float | None = None) -> str:
     if gpu is None and regime_of(configs[0]) == "cuda":
         gpu = "h100"
     title = ("the whole grid; a transfer search runs a part of it" if plan.transfer else "")
-    return cost_table(configs, gpu=gpu, mfu=mfu, title=title)
+    try:
+        return cost_table(configs, gpu=gpu, mfu=mfu, title=title)
+    except UserError as exc:  # e.g. a tokenizer file not there yet: its vocabulary unknown
+        if exc.args and "--gpu" in str(exc):
+            raise
+        return f"cost: not estimated ({exc})"
