@@ -145,7 +145,10 @@ def provenance(payload: TrialUnit) -> dict[str, Any]:
     from mutransfer.data.config import DataConfig
     from mutransfer.results.provenance import environment_json
 
-    corpus = corpus_fingerprint(DataConfig.model_validate(payload.config["data"]))
+    try:  # provenance, not a result: a data folder gone since the run must not lose it
+        corpus = corpus_fingerprint(DataConfig.model_validate(payload.config["data"]))
+    except Exception:
+        corpus = None
     return {"corpus": None if corpus is None else json.dumps(corpus, sort_keys=True),
             "env": environment_json()}
 
