@@ -92,9 +92,8 @@ def fingerprint_of_cache(cache: TokenCache) -> dict[str, Any]:
     """What the trials table records of the corpus: the source and its root, file count,
     bytes and content hash, the tokenizer, the tokens per split, and the cache's key."""
     index = cache.index
-    shards = index.get("splits") or {}
     if index["kind"] == "memory":
-        tokens = {s: int(shards[s][2]) for s in ("train", "eval")}
+        tokens = {s: int(index["splits"][s][2]) for s in ("train", "eval")}
     else:
         fields = index["unit_fields"]
         tokens = {s: sum(int(u[fields.index(f"{s}_tokens")]) for u in index["units"])

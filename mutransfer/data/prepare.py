@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -159,8 +159,6 @@ def _run_jobs(jobs: list[tuple], workers: int | None, progress: Progress) -> lis
     ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold torch's threads
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_quiet_worker) as pool:
         futures = {pool.submit(tokenize_file, *job): i for i, job in enumerate(jobs)}
-        from concurrent.futures import as_completed
-
         for future in as_completed(futures):
             collect(futures[future], future.result())
     return results
