@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from importlib import metadata
 import time
 from dataclasses import dataclass
 
@@ -108,10 +109,10 @@ def device_key(device: torch.device) -> str:
     """The device and the versions a choice holds for."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     versions = [f"torch {torch.__version__}"]
-    for module in ("triton", "mamba_ssm"):
+    for dist in ("triton", "mamba-ssm"):
         try:
-            versions.append(f"{module} {__import__(module).__version__}")
-        except Exception:
+            versions.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
             pass
     return f"{name} | {', '.join(versions)}"
 
