@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import statistics
-from importlib import metadata
 import time
 from dataclasses import dataclass
+from importlib import metadata
 
 import torch
 
