@@ -1,7 +1,9 @@
-"""Base class of every config model, and YAML loading with one-line errors."""
+"""Base class of every config model, YAML loading with one-line errors, and the user folder
+where mutransfer keeps what it makes outside a results store."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,6 +13,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mutransfer.errors import UserError, format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def user_dir() -> Path:
+    """$MUTRANSFER_DATA_DIR, else ~/.cache/mutransfer: downloads, token caches, the scan
+    backend `mutransfer doctor` chose for each device."""
+    root = os.environ.get("MUTRANSFER_DATA_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "mutransfer"
 
 
 class StrictModel(BaseModel):

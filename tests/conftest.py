@@ -23,6 +23,21 @@ def same(a: list, b: list) -> bool:
                                     for p, q in zip(a, b))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _token_cache_in_tmp(tmp_path_factory):
+    """Token caches (and downloads) of the tests go to a folder of this run, never to the
+    user's ~/.cache; Ray workers started by the tests inherit it."""
+    import os
+
+    old = os.environ.get("MUTRANSFER_DATA_DIR")
+    os.environ["MUTRANSFER_DATA_DIR"] = str(tmp_path_factory.mktemp("data-dir"))
+    yield
+    if old is None:
+        os.environ.pop("MUTRANSFER_DATA_DIR", None)
+    else:
+        os.environ["MUTRANSFER_DATA_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _few_threads():
     """Tests run on 2 cores; keep torch from oversubscribing them."""

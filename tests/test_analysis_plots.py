@@ -154,3 +154,34 @@ def test_a_fitted_optimum_between_grid_lrs_stays_inside_the_loss_axis(tmp_path):
     assert fitted < lowest_cell  # the case: a vertex below the grid's best cell
     bottom, _ = loss_limits(a.cells, a.lr_opt)
     assert bottom < fitted
+
+
+def test_report_says_where_the_results_came_from(tmp_path):
+    import json
+    import re
+
+    from tests.synthetic_sweeps import Planted
+
+    lrs = [2.0 ** k for k in range(-9, -3)]
+    t = synthetic_tables([Planted("sp", 2.0 ** -6, -0.5)], WIDTHS, lrs, [0, 1])
+    corpus = {"source": "stdlib", "root": "/usr/lib/python3.11", "files": 734,
+              "bytes": 12_100_000, "hash": "ab12", "tokenizer": "byte",
+              "train_tokens": 11_300_000, "eval_tokens": 773_100}
+    t.trials["versions"] = json.dumps({"mutransfer": "0.1.0", "torch": "2.13.0",
+                                       "git": "0123456789ab"})
+    t.trials["corpus"] = json.dumps(corpus)
+    envs = [json.dumps({"torch_threads": n, "cpu_capability": "AVX2"}) for n in (1, 2)]
+    t.trials["env"] = [envs[i % 2] for i in range(len(t.trials))]
+    t.trials["host"] = "node-a"
+    root = write_results(tmp_path, t)
+    (root / "sweep.yaml").write_text("name: planted\n# the file as run\n")
+    html = (make_plots(root)[-1]).read_text()
+    section = html[html.index('<h2 id="provenance">'):]
+    assert "mutransfer 0.1.0, torch 2.13.0 (git 0123456789ab)" in section
+    assert "stdlib at /usr/lib/python3.11: 734 files, 12,100,000 bytes, content hash ab12" \
+        in section
+    assert "environment (1 of 2: results differ across them)" in section  # two thread counts
+    assert "node-a" in section and "written " in section and "# the file as run" in section
+    titles = re.findall(r"<h2[^>]*>([^<]+)</h2>", html)
+    assert len(set(titles)) == len(titles)  # no two sections share a title
+    assert "Stability boundary against width" not in titles  # the figure's title

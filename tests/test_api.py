@@ -94,6 +94,7 @@ def test_the_readme_example_runs_the_sweep_and_analyzes_it(readme_run):
     assert Path(result.storage).is_absolute() and result.storage.endswith("results/notebook")
     assert sorted(ns["trials"]["width"].unique()) == [16, 32] and len(ns["trials"]) == 6
     assert set(ns["a"].lr_opt["width"]) == {16, 32}
+    assert "edge_side" in printed  # an lr* on the grid's edge says so
     assert printed.splitlines()[0] == f"6 0 0 {result.storage}"
     assert "sweep notebook: 6 cells, 0 complete, 6 to run" in ns["log"].getvalue()
 

@@ -119,3 +119,16 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
 def running_trials(storage: Path) -> set[str]:
     """Trials with step rows of a running attempt and no trial row yet."""
     return trial_ids(storage / "running") - trial_ids(storage / "trials")
+
+
+def test_a_driver_here_reaches_a_token_cluster_with_only_its_token_set(
+        tmp_path, cluster: Cluster, monkeypatch, capsys):
+    """As `submit` does: a local token (RAY_AUTH_TOKEN) switches the client to token
+    authentication, without RAY_AUTH_MODE=token being set as well."""
+    monkeypatch.setenv("RAY_AUTH_TOKEN", cluster.token)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    path = write_sweep(tmp_path, "direct", {"width": [16], "lr": [0.003, 0.01]},
+                       tmp_path / "results", steps=10, resources=ONE_CPU)
+    assert main(["sweep", str(path), "--address", cluster.gcs, "--no-analysis"]) == 0, \
+        capsys.readouterr()
+    assert "ran 2 trials" in capsys.readouterr().out

@@ -52,7 +52,8 @@ def forget():
 
 
 def source(path, **kw):
-    return load_data(DataConfig(source="parquet", path=str(path), **kw))
+    """The streaming source (the token cache's equality with it: tests/test_data_cache.py)."""
+    return load_data(DataConfig(source="parquet", path=str(path), **kw), cache="off")
 
 
 def docs_in(batches) -> set[tuple[int, int]]:

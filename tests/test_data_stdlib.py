@@ -27,6 +27,37 @@ def test_the_corpus_is_the_stdlib_py_files_without_tests_or_installed_packages()
     assert not parts & {"site-packages", "dist-packages", "test", "tests", "idle_test"}
 
 
+def fake_stdlib(root, sysconfig_path: str):
+    """A stdlib folder as a build installs it, its build's paths in two generated files."""
+    (root / "json").mkdir(parents=True)
+    (root / "os.py").write_text("import sys\n" * 300)
+    (root / "json" / "decoder.py").write_text("def decode(s): return s\n" * 200)
+    (root / "_sysconfigdata__linux_x86_64-linux-gnu.py").write_text(
+        f"build_time_vars = {{'abs_builddir': '{sysconfig_path}'}}\n")
+    (root / "config-3.11-x86_64-linux-gnu").mkdir()
+    (root / "config-3.11-x86_64-linux-gnu" / "python-config.py").write_text(
+        f"prefix = '{sysconfig_path}'\n")
+    return root
+
+
+def test_two_builds_of_one_release_give_the_same_corpus(tmp_path, monkeypatch):
+    import sysconfig
+
+    from mutransfer.data.text import corpus_from_files
+    from mutransfer.data.tokenizers import ByteTokenizer
+
+    # pyenv builds in /tmp/python-build.<time>.<pid>: a path of another length elsewhere
+    one = fake_stdlib(tmp_path / "a", "/tmp/python-build.20260509073455.222/Python-3.11.7")
+    two = fake_stdlib(tmp_path / "b", "/tmp/python-build.20260601120000.91817/Python-3.11.7")
+    corpora = []
+    for root in (one, two):  # the stdlib folder of the running interpreter, as each build
+        monkeypatch.setattr(sysconfig, "get_paths", lambda root=root: {"stdlib": str(root)})
+        assert stdlib_files().keys() == ["json/decoder.py", "os.py"]
+        corpora.append(corpus_from_files("stdlib", stdlib_files(), ByteTokenizer(), 0.05, 0))
+    assert same(take(corpora[0].batches("train", 4, 32, seed=0), 5),
+                take(corpora[1].batches("train", 4, 32, seed=0), 5))
+
+
 def test_split_is_disjoint_by_file_and_the_buffers_hold_exactly_those_files():
     fs = stdlib_files()
     flags = split_keys(fs.keys(), 0, 0.05)

@@ -60,3 +60,23 @@ def test_a_ray_that_fails_while_starting_is_shut_down(monkeypatch):
         with ray_session(num_cpus=1):
             pass
     assert not ray.is_initialized()
+
+
+def test_a_cluster_that_refuses_the_driver_says_what_to_set_when_no_token_is_here(
+        monkeypatch):
+    import ray
+
+    from mutransfer.errors import UserError
+    from mutransfer.sweep import cluster
+
+    def refused(**kw):
+        raise ConnectionError("Failed to connect to GCS at 10.0.0.1:6379")
+
+    monkeypatch.setattr(cluster, "probe", lambda address: None)
+    monkeypatch.setattr(cluster, "enable_token_auth", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)
+    with pytest.raises(UserError) as err:
+        cluster._init(ray, "10.0.0.1:6379", None, None)
+    msg = str(err.value)
+    assert "\n" not in msg and "cannot connect to Ray" in msg
+    assert "set RAY_AUTH_TOKEN to its token (`ray get-auth-token` on the head)" in msg

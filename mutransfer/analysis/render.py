@@ -74,7 +74,7 @@ def stability_sections(a: Analysis) -> list[Section]:
         "LRs not run at a width count as neither. " + CELLS)
     out = [Section("stability", "Stability boundary", caption, views.view_stability(a))]
     if len(a.widths) > 1:
-        out.append(Section("stability_slope", "Stability boundary against width",
+        out.append(Section("stability_slope", "Slope of the stability boundary with width",
                            "Slope of log2 boundary against log2 width (least squares), with "
                            "the OLS t interval and its df (widths - 2); slope (all seeds): the "
                            "same for the boundary where every seed diverged.",
@@ -209,6 +209,19 @@ def _section(s: Section) -> str:
             f'<p class="caption">{html.escape(s.caption)}</p>{body}')
 
 
+def _provenance(a: Analysis) -> str:
+    """Where the results came from (mutransfer/analysis/provenance.py), and the sweep file."""
+    from mutransfer.analysis.provenance import provenance, sweep_file
+
+    items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(text)}</li>"
+                    for label, text in provenance(a))
+    text = sweep_file(a)
+    file = ("" if text is None else
+            f"<details><summary>sweep file as run (sweep.yaml in the results folder)"
+            f"</summary><pre>{html.escape(text)}</pre></details>")
+    return f'<h2 id="provenance">Provenance</h2><ul>{items}</ul>{file}'
+
+
 def render_html(a: Analysis, figs: dict[str, Figure]) -> str:
     title = f"Transfer report: {a.name}"
     parts = [f"<h1>{html.escape(title)}</h1><ul>"]
@@ -222,6 +235,7 @@ def render_html(a: Analysis, figs: dict[str, Figure]) -> str:
     for key, heading in (("curves", "Training curves"), ("coord", "Coordinate check")):
         if key in figs:
             parts += [f"<h2>{heading}</h2>", _img(figs[key])]
+    parts.append(_provenance(a))
     body = "\n".join(parts)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"

@@ -19,13 +19,17 @@ def add_arguments(p, name: str) -> None:
                    help="results location (path or URI); default: the file's storage, "
                         "else results/NAME")
     p.add_argument("--dry-run", action="store_true",
-                   help="list the cells and how many are already done; run nothing")
+                   help="list the cells, how many are already done and the cost table "
+                        "(--gpu, --mfu); run nothing (data not there yet is only a note)")
     p.add_argument("--no-analysis", action="store_true",
                    help="skip the intervals, plots and report at the end (the optimal-LR "
                         "table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
     add_max_cells(p)
+    from mutransfer.commands.validate import add_cost_options
+
+    add_cost_options(p)
 
 
 def add_max_cells(p) -> None:
@@ -47,6 +51,8 @@ class SweepArgs:
     num_cpus: int | None = None
     num_gpus: int | None = None
     max_cells: int | None = None  # refuse larger sweeps (default: size.MAX_CELLS)
+    gpu: str | None = None  # --dry-run's cost table: GPU-hours on this GPU
+    mfu: float | None = None  # ... at this fraction of its peak
     out: TextIO = field(default_factory=lambda: sys.stdout)
 
 
@@ -54,7 +60,7 @@ def run(args) -> int:
     return run_sweep(SweepArgs(path=args.file, address=args.address, storage=args.storage,
                                dry_run=args.dry_run, analysis=not args.no_analysis,
                                num_cpus=args.num_cpus, num_gpus=args.num_gpus,
-                               max_cells=args.max_cells))
+                               max_cells=args.max_cells, gpu=args.gpu, mfu=args.mfu))
 
 
 def run_sweep(args: SweepArgs) -> int:
@@ -67,7 +73,7 @@ def run_sweep(args: SweepArgs) -> int:
              "num_gpus": args.num_gpus, "max_cells": args.max_cells}
     out = args.out
     if args.dry_run:
-        print(sweep.dry_run(args.path, **where), file=out)
+        print(sweep.dry_run(args.path, **where, gpu=args.gpu, mfu=args.mfu), file=out)
         return 0
     result = sweep.run(args.path, **where, out=out)
     if result.to_run == 0:

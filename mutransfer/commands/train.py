@@ -7,9 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+# top-level keys of a sweep file that a trial config does not have
+SWEEP_KEYS = ("name", "axes", "resources", "search", "retries", "storage", "loggers")
+
 
 def add_arguments(p, name: str) -> None:
-    p.add_argument("config", help="trial config (YAML): width, model, param, train, data")
+    p.add_argument("config", help="trial config (YAML): width, model, param, train, data; "
+                                  "e.g. configs/train.yaml")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field by dotted path, e.g. train.lr=0.003 (repeatable)")
     p.add_argument("--out", default=None, help="write the result as JSON to this file")
@@ -20,6 +24,13 @@ def load_trial_config(path: str, sets: list[str]):
     from mutransfer.configbase import parse_set, read_yaml, set_dotted, validate
 
     data = read_yaml(path)
+    sweep_keys = [k for k in SWEEP_KEYS if k in data]
+    if sweep_keys:
+        from mutransfer.errors import UserError
+
+        raise UserError(f"{path} is a sweep file (it has {', '.join(sweep_keys)}), not a "
+                        f"trial config: run it with `mutransfer sweep {path}`, or give "
+                        f"`mutransfer train` one trial's config (e.g. configs/train.yaml)")
     for key, value in parse_set(sets):
         set_dotted(data, key, value)
     return validate(TrialConfig, data, source=path)

@@ -17,7 +17,20 @@ def add_arguments(p, name: str) -> None:
                        help="skip the data check (data that is only on the cluster)")
         p.add_argument("--data", dest="data", action="store_true", help=argparse.SUPPRESS)
         add_max_cells(p)
+        add_cost_options(p)
     p.set_defaults(_name=name)
+
+
+def add_cost_options(p) -> None:
+    """--gpu and --mfu, shared with `sweep --dry-run`."""
+    from mutransfer.cost.gpus import GPUS
+
+    p.add_argument("--gpu", default=None, choices=sorted(GPUS), type=str.lower,
+                   help="GPU the cost table's GPU-hours are for (default: h100 for a sweep "
+                        "on cuda, none for a CPU sweep)")
+    p.add_argument("--mfu", type=float, default=None, metavar="F",
+                   help="GPU-hours at this fraction of the GPU's peak FLOP/s instead of the "
+                        "measured throughput (benchmarks/README.md)")
 
 
 def run(args) -> int:
@@ -28,6 +41,7 @@ def run(args) -> int:
         return 0
     from mutransfer.sweep.driver import prepare
     from mutransfer.sweep.listing import transfer_summary
+    from mutransfer.sweep.packing import plan_cost
     from mutransfer.sweep.transfer import TransferSearch
 
     for path in args.file:
@@ -41,4 +55,5 @@ def run(args) -> int:
             what = f"{len(plan.cells)} cells"
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)"))
+        print(plan_cost(plan, args.gpu, args.mfu))
     return 0

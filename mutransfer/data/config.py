@@ -22,8 +22,8 @@ _USED_BY: dict[str, tuple[tuple[str, str | None], ...]] = {
     "eval_fraction": tuple((s, None) for s in TEXT_SOURCES),
     "split_seed": tuple((s, None) for s in TEXT_SOURCES),
     "text_column": (("parquet", None), ("hf", None)),
-    **{f: (("hf", None),) for f in ("dataset", "config", "files", "max_files", "revision",
-                                    "cache_dir")},
+    **{f: (("hf", None),) for f in ("dataset", "config", "files", "max_files", "revision")},
+    "cache_dir": tuple((s, None) for s in TEXT_SOURCES),
     "task": (("synthetic", None),),
     **{f: (("synthetic", "memory"),) for f in ("rho", "tau", "power", "omega", "horizon",
                                                "normalize")},
@@ -37,7 +37,9 @@ class DataConfig(StrictModel):
     source: Source = "stdlib"
     # parquet: a glob of shards or a directory; text: a file, a directory or a glob
     path: str | None = None
-    tokenizer: str = Field("byte", pattern=r"^[A-Za-z0-9_.\-]+$")  # "byte" or a tiktoken name
+    # "byte", a tiktoken encoding name (gpt2, cl100k_base, ...) or the path of a Hugging Face
+    # tokenizers JSON file (path/to/tokenizer.json); tiktoken and tokenizers: the `data` extra
+    tokenizer: str = Field("byte", pattern=r"^([A-Za-z0-9_.\-]+|[^\n]+\.json)$")
     eval_fraction: float = Field(0.05, gt=0, lt=1)  # share of files / documents held out
     split_seed: int = 0  # a different seed holds out different files / documents
     text_column: str = Field("text", min_length=1)
@@ -47,7 +49,10 @@ class DataConfig(StrictModel):
     files: str | None = None  # glob inside the repo; default: the config's data_files
     max_files: int | None = Field(None, ge=1)  # fetch only the first N matching files
     revision: str | None = None
-    cache_dir: str | None = None  # default: $MUTRANSFER_DATA_DIR/hf or ~/.cache/mutransfer/hf
+    # Where downloads (hf: <cache_dir>/<dataset>) and the token cache (<cache_dir>/tokens) go;
+    # default $MUTRANSFER_DATA_DIR, else ~/.cache/mutransfer (hf files then under hf/). On a
+    # cluster: a path every node shares, so that the corpus is tokenized once
+    cache_dir: str | None = None
     # synthetic
     task: Literal["memory", "copy"] = "memory"
     rho: Literal["exp", "poly", "osc"] = "exp"  # memory kernel rho(k)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutransfer.configbase import user_dir as data_dir  # noqa: F401  (the data's home)
 from mutransfer.errors import UserError
 
 _MAGIC = "*?["

@@ -20,14 +20,13 @@ from pathlib import Path
 import yaml
 
 from mutransfer.data.config import DataConfig
-from mutransfer.data.files import FileSet, static_root, visible
+from mutransfer.data.files import FileSet, data_dir, static_root, visible
 from mutransfer.data.parquet import ParquetSource, parquet_source
 from mutransfer.errors import UserError, first_line
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("MUTRANSFER_DATA_DIR")
-    return Path(root) / "hf" if root else Path.home() / ".cache" / "mutransfer" / "hf"
+    return data_dir() / "hf"
 
 
 def local_dir(cfg: DataConfig) -> Path:
@@ -143,6 +142,15 @@ def _where(local: Path, patterns: list[str]) -> str:
 
 
 def load_hf(cfg: DataConfig) -> ParquetSource:
+    return parquet_source("hf", hf_files(cfg), cfg, prefix=hf_prefix(cfg))
+
+
+def hf_prefix(cfg: DataConfig) -> str:
+    return f"{cfg.dataset} {cfg.config}, "
+
+
+def hf_files(cfg: DataConfig) -> FileSet:
+    """The dataset's Parquet files in the cache, fetched first when they are not there."""
     local = local_dir(cfg)
     patterns = repo_patterns(cfg, local)
     names = local_files(local, patterns, cfg.max_files)
@@ -162,5 +170,4 @@ def load_hf(cfg: DataConfig) -> ParquetSource:
             reason = first_line(exc)[:160]
             raise UserError(f"hf: could not fetch {cfg.dataset} ({type(exc).__name__}: "
                             f"{reason}); offline, {_where(local, patterns)}") from None
-    fileset = FileSet(root=_names_root(local, patterns), files=tuple(local / n for n in names))
-    return parquet_source("hf", fileset, cfg, prefix=f"{cfg.dataset} {cfg.config}, ")
+    return FileSet(root=_names_root(local, patterns), files=tuple(local / n for n in names))

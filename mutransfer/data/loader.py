@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from mutransfer.data.base import DataSource
 from mutransfer.data.config import DataConfig
+
+# use: read the token cache, preparing it when missing (trials, the sweep's pre-flight);
+# read: read it when present, else tokenize in memory and write nothing (validate, dry runs);
+# off: always tokenize on the fly (the streaming path, for benchmarks and comparisons)
+CacheMode = Literal["use", "read", "off"]
 
 
 def _loaders() -> dict[str, Callable[[DataConfig], DataSource]]:
@@ -20,9 +26,19 @@ def _loaders() -> dict[str, Callable[[DataConfig], DataSource]]:
             "synthetic": load_synthetic}
 
 
-def load_data(cfg: DataConfig) -> DataSource:
+def load_data(cfg: DataConfig, cache: CacheMode = "use") -> DataSource:
     """The source of `cfg`; UserError (one line) on a missing path, an empty or column-less
-    Parquet file, a missing tokenizer or dataset. In-memory corpora are cached per process."""
+    Parquet file, a missing tokenizer or dataset. Text sources read their token cache
+    (mutransfer/data/cache.py) as `cache` says; in-memory corpora are cached per process."""
+    from mutransfer.data.cached import CACHED_SOURCES, load_cached
+
+    if cache != "off" and cfg.source in CACHED_SOURCES:
+        import sys
+
+        # a trial that finds no cache says so while it prepares it (once per cache)
+        source = load_cached(cfg, prepare=cache == "use", out=sys.stderr)
+        if source is not None:
+            return source
     return _loaders()[cfg.source](cfg)
 
 

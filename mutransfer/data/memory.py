@@ -16,9 +16,10 @@ from mutransfer.errors import UserError
 
 
 def lm_batch(block: np.ndarray) -> Batch:
-    """(B, L+1) token ids -> inputs and next-token targets, int64, contiguous."""
-    t = torch.from_numpy(block.astype(np.int64))
-    return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+    """(B, L+1) token ids -> inputs and next-token targets, int64, contiguous (each made by
+    one widening copy of its slice)."""
+    return (torch.from_numpy(block[:, :-1].astype(np.int64)),
+            torch.from_numpy(block[:, 1:].astype(np.int64)))
 
 
 class MemorySource:

@@ -96,6 +96,34 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
     return units
 
 
+def epoch_order(n_units: int, split: Split, seed: int, epoch: int) -> np.ndarray:
+    """The order in which an epoch of the split's stream visits the row groups."""
+    return rng_for(seed, split, epoch, _EPOCH_TAG).permutation(n_units)
+
+
+def split_mask(unit: Unit, split: Split, offset: int, n: int, split_seed: int,
+               eval_fraction: float) -> np.ndarray:
+    """Which of the unit's rows offset..offset+n-1 belong to `split`."""
+    is_eval = rows_in_eval(unit.key, split_seed, unit.first_row + offset, n, eval_fraction)
+    return is_eval if split == "eval" else ~is_eval
+
+
+def unit_texts(unit: Unit, split: Split, text_column: str, split_seed: int,
+               eval_fraction: float) -> Iterator[pa.Array]:
+    """The split's non-null texts of a row group, READ_ROWS rows at a time, in file order:
+    what the stream emits of this unit (and what the token cache stores of it)."""
+    pf = pq.ParquetFile(unit.path)
+    offset = 0
+    for rb in pf.iter_batches(batch_size=READ_ROWS, row_groups=[unit.row_group],
+                              columns=[text_column]):
+        col = rb.column(0)
+        mask = split_mask(unit, split, offset, len(col), split_seed, eval_fraction)
+        offset += len(col)
+        texts = pc.drop_null(col.filter(pa.array(mask)))
+        if len(texts):
+            yield texts
+
+
 class ParquetSource:
     def __init__(self, name: str, units: list[Unit], tok: Tokenizer, cfg: DataConfig,
                  description: str):
@@ -119,9 +147,7 @@ class ParquetSource:
 
     # -- the split -----------------------------------------------------------------------
     def _mask(self, unit: Unit, split: Split, offset: int, n: int) -> np.ndarray:
-        is_eval = rows_in_eval(unit.key, self.split_seed, unit.first_row + offset, n,
-                               self.eval_fraction)
-        return is_eval if split == "eval" else ~is_eval
+        return split_mask(unit, split, offset, n, self.split_seed, self.eval_fraction)
 
     def _check_both_splits(self) -> None:
         """Fail at load, not mid-training, when a split would get no document."""
@@ -133,17 +159,7 @@ class ParquetSource:
 
     # -- reading -------------------------------------------------------------------------
     def _texts(self, unit: Unit, split: Split) -> Iterator[pa.Array]:
-        """The split's non-null texts of a row group, READ_ROWS rows at a time."""
-        pf = pq.ParquetFile(unit.path)
-        offset = 0
-        for rb in pf.iter_batches(batch_size=READ_ROWS, row_groups=[unit.row_group],
-                                  columns=[self.text_column]):
-            col = rb.column(0)
-            mask = self._mask(unit, split, offset, len(col))
-            offset += len(col)
-            texts = pc.drop_null(col.filter(pa.array(mask)))
-            if len(texts):
-                yield texts
+        return unit_texts(unit, split, self.text_column, self.split_seed, self.eval_fraction)
 
     def _count_key(self, unit: Unit, split: Split) -> tuple:
         return (str(unit.path), unit.stamp, unit.row_group, self.text_column, self.tok.name,
@@ -171,8 +187,7 @@ class ParquetSource:
             _TOKENS[key] = np.concatenate(parts) if parts else empty
 
     def _order(self, split: Split, seed: int, epoch: int) -> list[Unit]:
-        perm = rng_for(seed, split, epoch, _EPOCH_TAG).permutation(len(self.units))
-        return [self.units[i] for i in perm]
+        return [self.units[i] for i in epoch_order(len(self.units), split, seed, epoch)]
 
     def _stream(self, split: Split, seed: int, pos: int) -> Iterator[np.ndarray]:
         """The split's tokens from token `pos` of the infinite stream on."""

@@ -7,7 +7,7 @@ once, on the driver, before any trial.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TextIO
 
 from mutransfer.data.base import SPLITS
 from mutransfer.data.config import DataConfig
@@ -16,10 +16,11 @@ from mutransfer.errors import UserError
 
 def check_batches(data: DataConfig, shapes: list[tuple[int, int]]) -> None:
     """Draw one batch of each split for each (batch_size, seq_len); UserError when the source
-    cannot give one or gives another shape."""
+    cannot give one or gives another shape. Reads the token cache when there is one, else
+    tokenizes what the batches need in memory: nothing is written."""
     from mutransfer.data.loader import load_data
 
-    source = load_data(data)
+    source = load_data(data, cache="read")
     for batch_size, seq_len in shapes:
         for split in SPLITS:
             inputs, targets = next(source.batches(split, batch_size, seq_len, seed=0))
@@ -41,3 +42,23 @@ def shapes_by_data(configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
         if shape not in entry[1]:
             entry[1].append(shape)
     return list(found.values())
+
+
+def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
+                   workers: int | None = None) -> list[str]:
+    """Tokenize each distinct text source into its token cache unless it is there (the
+    sweep's pre-flight, `mutransfer prepare`); the cache folder of each, in order."""
+    from mutransfer.data.cache import locate, open_cache
+    from mutransfer.data.cached import CACHED_SOURCES
+    from mutransfer.data.prepare import prepare_cache
+
+    folders = []
+    for raw in datas:
+        cfg = DataConfig.model_validate(raw)
+        if cfg.source not in CACHED_SOURCES:
+            continue
+        ref = locate(cfg)
+        if open_cache(ref) is None:
+            prepare_cache(cfg, ref, workers=workers, out=out)
+        folders.append(str(ref.path))
+    return folders

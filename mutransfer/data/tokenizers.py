@@ -1,13 +1,18 @@
-"""Tokenizers: bytes (the default, vocab 256) or a tiktoken encoding when it is available.
+"""Tokenizers: bytes (the default, vocab 256), a tiktoken encoding, or a Hugging Face
+`tokenizers` JSON file (`tokenizer: path/to/tokenizer.json`); the last two need the `data`
+extra (`pip install 'mutransfer[data]'`).
 
 Every document is followed by an end-of-text token so that packed sequences show where one
-document stops: tiktoken's `eot_token`, or byte 0 (NUL, which text does not contain) for bytes.
+document stops: tiktoken's `eot_token`, the JSON file's end-of-text special token (one of
+EOT_NAMES), or byte 0 (NUL, which text does not contain) for bytes.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,6 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mutransfer.errors import UserError
+
+# special tokens that end a document, in the order they are looked for in a tokenizer.json
+EOT_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "[EOS]", "<|eot_id|>")
 
 
 class Tokenizer(Protocol):
@@ -82,16 +90,89 @@ class TiktokenTokenizer:
         return len(self.encode_docs(docs.to_pylist()))
 
 
+class JsonTokenizer:
+    """A Hugging Face `tokenizers` file (what `Tokenizer.save` writes), special tokens in the
+    text encoded as ordinary text, no tokens added around a document but the end-of-text one."""
+
+    def __init__(self, path: str, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.name = path
+        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        found = [vocab[t] for t in EOT_NAMES if t in vocab]
+        if not found:
+            raise UserError(f"tokenizer {path}: no end-of-text token (one of "
+                            f"{', '.join(EOT_NAMES)}); add one as a special token")
+        self.eot = int(found[0])
+
+    def encode_docs(self, docs: Sequence[str | bytes]) -> np.ndarray:
+        texts = [d.decode("utf-8", errors="replace") if isinstance(d, bytes) else d
+                 for d in docs]
+        dtype = token_dtype(self.vocab_size)
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        parts = []
+        for enc in encode(texts, add_special_tokens=False):
+            parts.append(np.asarray(enc.ids, dtype=dtype))
+            parts.append(np.array([self.eot], dtype=dtype))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    def count_docs(self, docs: pa.Array | pa.ChunkedArray) -> int:
+        return len(self.encode_docs(docs.to_pylist()))
+
+
+def is_json_path(name: str) -> bool:
+    return name.endswith(".json")
+
+
+def tokenizer_identity(name: str) -> str:
+    """What names a tokenizer's output, without loading it: `byte`, the tiktoken encoding
+    (with tiktoken's version when installed), or the content hash of a JSON file (a file
+    retrained at the same path is another tokenizer)."""
+    if name == "byte":
+        return "byte"
+    if is_json_path(name):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise UserError(f"tokenizer {name}: no such file")
+        return f"json:{hashlib.sha256(path.read_bytes()).hexdigest()[:32]}"
+    try:
+        from importlib.metadata import version
+
+        return f"tiktoken:{name}:{version('tiktoken')}"
+    except Exception:  # not installed: the name alone (the encodings are fixed files)
+        return f"tiktoken:{name}"
+
+
+def _json_tokenizer(name: str) -> JsonTokenizer:
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise UserError(f"tokenizer {name}: no such file")
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+    except ImportError:
+        raise UserError(f"tokenizer {name} needs the tokenizers package: pip install "
+                        "'mutransfer[data]' (or use tokenizer: byte)") from None
+    try:
+        loaded = HFTokenizer.from_file(str(path))
+    except Exception as exc:  # a file that is not a tokenizers JSON
+        first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise UserError(f"tokenizer {name}: not a tokenizers JSON file ({first})") from None
+    return JsonTokenizer(name, loaded)
+
+
 @functools.lru_cache(maxsize=8)
 def make_tokenizer(name: str) -> Tokenizer:
-    """`byte`, or a tiktoken encoding name; UserError when tiktoken or its files are missing."""
+    """`byte`, a tiktoken encoding name, or a tokenizers JSON path; UserError when the
+    package or the encoding's files are missing."""
     if name == "byte":
         return ByteTokenizer()
+    if is_json_path(name):
+        return _json_tokenizer(name)
     try:
         import tiktoken
     except ImportError:
         raise UserError(f"tokenizer {name!r} needs the tiktoken package: pip install tiktoken "
-                        "(or use tokenizer: byte)") from None
+                        "or 'mutransfer[data]' (or use tokenizer: byte)") from None
     known = tiktoken.list_encoding_names()
     if name not in known:
         raise UserError(f"tokenizer {name!r} is not a tiktoken encoding "

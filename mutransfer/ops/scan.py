@@ -8,6 +8,7 @@ in float32 when `return_states` is set.
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import torch
@@ -30,8 +31,16 @@ def _load(backend: str):
 
 
 def default_backend(device: torch.device | str) -> str:
-    """`triton` on CUDA when it imports, else `chunked` (never the optional `mamba_ssm`)."""
-    if torch.device(device).type == "cuda":
+    """What `auto` runs: on CUDA, the backend `mutransfer doctor` found fastest among those
+    that passed its checks on this device with these library versions; else `triton` when it
+    imports, else `chunked`. On CPU `chunked` (never the optional `mamba_ssm` unless the
+    doctor chose it)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        chosen = _remembered(device.index if device.index is not None else
+                             torch.cuda.current_device())
+        if chosen is not None:
+            return chosen
         try:
             import triton  # noqa: F401
 
@@ -39,6 +48,15 @@ def default_backend(device: torch.device | str) -> str:
         except ImportError:
             return "chunked"
     return "chunked"
+
+
+@functools.lru_cache(maxsize=8)
+def _remembered(index: int) -> str | None:
+    """Read once per process and device: `auto` is asked at every layer's forward."""
+    from mutransfer.ops.check import remembered
+
+    choice = remembered(torch.device("cuda", index))
+    return choice if choice in BACKENDS else None
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,

@@ -25,7 +25,8 @@ TRIAL_FIELDS: list[tuple[str, pa.DataType]] = [
     ("best_eval_loss", pa.float64()), ("last_finite_loss", pa.float64()),
     ("initial_loss", pa.float64()), ("steps_done", pa.int64()), ("tokens", pa.int64()),
     ("wall_time_s", pa.float64()), ("tokens_per_s", pa.float64()), ("search", pa.string()),
-    ("host", pa.string()), ("versions", pa.string()), ("config", pa.string()),
+    ("host", pa.string()), ("versions", pa.string()), ("corpus", pa.string()),
+    ("env", pa.string()), ("config", pa.string()),
     ("attempt", pa.string()), ("evals", pa.int64()), ("error", pa.string()),
 ]
 AXES_AFTER = "optimizer"

@@ -526,4 +526,7 @@ def versions() -> str:
     if found["mutransfer"] is None:
         from mutransfer import __version__
         found["mutransfer"] = __version__
+    from mutransfer.results.provenance import git_commit
+
+    found["git"] = git_commit()  # the checkout's commit, when run from one
     return json.dumps(found, sort_keys=True)

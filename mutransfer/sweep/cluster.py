@@ -140,6 +140,31 @@ def refresh_ray_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+def enable_token_auth() -> bool:
+    """Switch Ray's client to token authentication when a local token exists (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as `ray job submit` does: a cluster started
+    with tokens (the default of Ray >= 2.5x) then accepts this client without
+    RAY_AUTH_MODE=token being set too. False when there is no token (or no such Ray)."""
+    try:  # Ray's own helper (private; absent in other versions: then no token support)
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return False
+    logger = logging.getLogger("ray")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
+    try:
+        refresh_ray_auth()
+        return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+    finally:
+        logger.setLevel(level)
+
+
+TOKEN_HINT = ("if the cluster uses token authentication, set RAY_AUTH_TOKEN to its token "
+              "(`ray get-auth-token` on the head)")
+
+
 def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) -> None:
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     check_local_resources(address, num_cpus, num_gpus)
@@ -149,11 +174,13 @@ def _init(ray, address: str | None, num_cpus: int | None, num_gpus: int | None) 
                  include_dashboard=False, **quiet)
         return
     probe(address)
+    has_token = enable_token_auth()
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
+        hint = "" if has_token else f"; {TOKEN_HINT}"
         raise UserError(f"--address {address}: cannot connect to Ray "
-                        f"({first_line(exc)})") from None
+                        f"({first_line(exc)}){hint}") from None
 
 
 def capacity(ray) -> Capacity:

@@ -32,6 +32,7 @@ from mutransfer.sweep.listing import (
     transfer_listing,
     transfer_summary,
 )
+from mutransfer.sweep.packing import check_fit, plan_cost
 from mutransfer.sweep.runner import RunOptions, Work, execute, plan_work
 from mutransfer.sweep.size import check_size
 from mutransfer.sweep.spec import SweepSpec, load_spec
@@ -118,6 +119,10 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
     check_size(sweep, source, max_cells)  # before a single cell is built
     plan = build_plan(sweep, source=source)
     plan.file_text = text
+    try:  # a trial that cannot fit its GPU share: refused now, not as an OOM hours in
+        check_fit(plan.spec.resources, [u.config for u in (plan.groups or plan.cells)])
+    except UserError as exc:
+        raise UserError(f"{source}: {exc}") from None
     if storage is not None:
         plan.spec.storage = storage
     check_storage_reachable(plan.spec.storage_location, address)
@@ -161,6 +166,14 @@ def check_data_present(plan: Plan) -> None:
             raise UserError(f"{plan.source}: data: {exc}{hint}") from None
 
 
+def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
+    """The pre-flight's tokenizing: each text source of the sweep into its token cache
+    (mutransfer/data/cache.py) unless it is there, so that no trial tokenizes; the folders."""
+    from mutransfer.data.preflight import prepare_caches
+
+    return prepare_caches(plan.data_configs(), out=out)
+
+
 def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
                        ended: int) -> SweepResult:
     out = options.out
@@ -174,6 +187,7 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
             "set_aside": tuple(state.set_aside), "ended_orphans": ended}
     if work.n_trials == 0:
         return SweepResult(**base, planned=plan.n_trials, to_run=0)
+    prepare_data(plan, out)
     outcome = execute(plan, store, work, options)
     left = plan_work(plan, store.scan(repair=False)).n_trials
     return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
@@ -196,10 +210,18 @@ def header(plan: Plan, store: Store, work: Work) -> str:
 
 def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
             num_cpus: int | None = None, num_gpus: int | None = None,
-            max_cells: int | None = None) -> str:
-    """The listing of the cells and what the store already holds; writes nothing, starts
-    nothing (the same input checks as `run`)."""
-    plan = prepare(spec, storage, address, max_cells=max_cells)
+            max_cells: int | None = None, gpu: str | None = None,
+            mfu: float | None = None) -> str:
+    """The listing of the cells, what the store already holds and the cost table; writes
+    nothing, starts nothing (the same input checks as `run`, but data that is not there yet
+    is a note: the plan does not need it)."""
+    plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells)
+    check_loggers(plan.spec.loggers)
+    try:
+        check_data_present(plan)
+        data_note = None
+    except UserError as exc:
+        data_note = f"note: {exc} (a run would stop here, before any trial)"
     check_local_resources(address, num_cpus, num_gpus)
     store = Store(plan.spec.storage_location)
     store.check_is_store()
@@ -207,6 +229,8 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     holder = live_holder(store) if store.exists() else None
     lines = [] if holder is None else \
         [f"note: a sweep driver is running on this store ({holder.describe()})"]
+    if data_note:
+        lines.append(data_note)
     work = plan_work(plan, state)
     lines.append(header(plan, store, work))
     if state.corrupt:
@@ -214,6 +238,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     lines.append(group_listing(plan, work) if plan.adaptive else
                  transfer_listing(work.search) if work.search is not None else
                  cell_listing(plan, state))
+    lines.append(plan_cost(plan, gpu, mfu))
     return "\n".join(lines)
 
 

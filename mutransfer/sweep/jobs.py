@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError, first_line
-from mutransfer.sweep.cluster import check_storage_reachable, refresh_ray_auth
+from mutransfer.sweep.cluster import check_storage_reachable, enable_token_auth
 
 # Never uploaded: results, data, environments, caches (the job reads data where the
 # cluster has it, and writes results to the sweep's storage).
@@ -64,7 +64,7 @@ def _connect(client_cls: Any, url: str) -> Any:
     try:
         return client_cls(url)
     except AuthenticationError:
-        if not _enable_token_auth():
+        if not enable_token_auth():
             raise UserError(f"{url}: the cluster requires an authentication token; set "
                             f"RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on "
                             f"the head)") from None
@@ -73,26 +73,6 @@ def _connect(client_cls: Any, url: str) -> Any:
     except AuthenticationError:
         raise UserError(f"{url}: the cluster refused the authentication token; set "
                         f"RAY_AUTH_TOKEN to the cluster's token") from None
-
-
-def _enable_token_auth() -> bool:
-    """Switch Ray's client to token authentication when a local token exists."""
-    import logging
-
-    try:  # Ray's own helper (private; absent in other versions: then no token support)
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
-        )
-    except ImportError:
-        return False
-    logger = logging.getLogger("ray")
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # its "token authentication is enabled" warning
-    try:
-        refresh_ray_auth()
-        return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
-    finally:
-        logger.setLevel(level)
 
 
 def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:

@@ -20,6 +20,7 @@ from mutransfer.results.fs import join
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.cluster import Capacity, ray_session
 from mutransfer.sweep.grid import Cell, Group, Plan
+from mutransfer.sweep.packing import gpus_for
 from mutransfer.sweep.progress import Progress
 from mutransfer.sweep.trainable import OBJECTIVE, TrialUnit, tune_trainable
 from mutransfer.sweep.transfer import TransferSearch
@@ -92,7 +93,7 @@ class ResourcesFor:
         self.by_key: dict[str, dict[str, float]] = {}
         for unit, key in [(c, c.trial_id) for c in work.cells] + \
                          [(g, g.group_id) for g in work.groups]:
-            self.by_key[key] = {"cpu": res.cpus_for(unit.width), "gpu": res.gpus_for(unit.width)}
+            self.by_key[key] = {"cpu": res.cpus_for(unit.width), "gpu": gpus_for(res, unit.config)}
 
     def __call__(self, config: dict[str, Any]) -> dict[str, float]:
         return self.by_key[config.get("trial_id") or config["group"]]

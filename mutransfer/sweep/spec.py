@@ -28,12 +28,23 @@ class Resources(StrictModel):
     `gpus_per_trial: {64: 0.25, 1024: 1}` packs four small trials on a GPU up to width 1023."""
 
     cpus_per_trial: float | WidthMap = 1.0  # floats: an int default warns when serialized
-    gpus_per_trial: float | WidthMap = 0.0
+    gpus_per_trial: float | WidthMap | Literal["auto"] = Field(0.0, description=(
+        "GPUs per trial: a number, {width: amount}, or auto: the largest 1/k of a GPU that "
+        "holds the trial's estimated peak memory (mutransfer/cost) with a 20% margin, "
+        "given gpu_memory_gb"))
+    gpu_memory_gb: float | None = Field(None, gt=0, description=(
+        "memory of one GPU of the cluster: gpus_per_trial auto packs by it, and a trial whose "
+        "estimated peak memory does not fit its share is refused before the sweep starts"))
     max_concurrent: int | None = Field(None, ge=1)  # cap on trials at once (None: what fits)
 
     @field_validator("cpus_per_trial", "gpus_per_trial")
     @classmethod
-    def _amounts(cls, value: float | WidthMap, info: ValidationInfo) -> float | WidthMap:
+    def _amounts(cls, value: float | WidthMap | str, info: ValidationInfo
+                 ) -> float | WidthMap | str:
+        if value == "auto":
+            if info.field_name == "cpus_per_trial":
+                raise PydanticCustomError("amount", "auto is for gpus_per_trial only")
+            return value
         amounts = value.values() if isinstance(value, dict) else [value]
         if isinstance(value, dict) and not value:
             raise PydanticCustomError("empty", "empty mapping; give a number or {width: amount}")
@@ -48,7 +59,15 @@ class Resources(StrictModel):
         return amount_for(self.cpus_per_trial, width)
 
     def gpus_for(self, width: int) -> float:
+        """A fixed or per-width amount (auto: mutransfer/sweep/packing.py, per trial)."""
         return amount_for(self.gpus_per_trial, width)
+
+    @model_validator(mode="after")
+    def _auto_needs_memory(self) -> Resources:
+        if self.gpus_per_trial == "auto" and self.gpu_memory_gb is None:
+            raise PydanticCustomError("auto", "gpus_per_trial auto needs gpu_memory_gb (the "
+                                              "memory of one GPU, e.g. 80)")
+        return self
 
 
 def amount_for(value: float | WidthMap, width: int) -> float:

@@ -134,7 +134,23 @@ def trial_row(payload: TrialUnit, result: Any, sweep: str) -> dict[str, Any]:
         "steps_done": result.steps_done, "tokens": result.tokens,
         "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
     }
-    return {**base_row(payload, sweep, outcome, host=host_name()), "error": None}
+    return {**base_row(payload, sweep, outcome, host=host_name()), **provenance(payload),
+            "error": None}
+
+
+def provenance(payload: TrialUnit) -> dict[str, Any]:
+    """The corpus and environment fingerprints of a trial, as JSON (the `corpus` and `env`
+    columns): what two runs that disagree are compared on."""
+    from mutransfer.data.cached import corpus_fingerprint
+    from mutransfer.data.config import DataConfig
+    from mutransfer.results.provenance import environment_json
+
+    try:  # provenance, not a result: a data folder gone since the run must not lose it
+        corpus = corpus_fingerprint(DataConfig.model_validate(payload.config["data"]))
+    except Exception:
+        corpus = None
+    return {"corpus": None if corpus is None else json.dumps(corpus, sort_keys=True),
+            "env": environment_json()}
 
 
 def host_name() -> str:

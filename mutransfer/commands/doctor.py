@@ -1,0 +1,197 @@
+"""`mutransfer doctor [--address ADDR] [SWEEP]`: is this machine (or a cluster) ready?
+
+Checks, each printed as a line (ok / skip / FAIL): the versions of Python and the libraries;
+the devices; each scan backend's output and gradients against the reference loop at a small
+shape, and its time at a typical one (CPU: chunked; CUDA: triton, mamba_ssm when installed,
+chunked), remembering the fastest that passes as what `auto` runs on this device with these
+versions (mutransfer/ops/check.py); the Ray cluster at --address (nodes, CPUs, GPUs and their
+types); that the storage is writable; for a sweep file, that it validates and its data and
+tokenizer are there, and whether its token cache is prepared. Exit 0 when ready, else 2 with
+one line per problem on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("file", nargs="?", default=None,
+                   help="a sweep file: check that it validates, its data and tokenizer, and "
+                        "its token cache")
+    p.add_argument("--address", default=None,
+                   help="a Ray cluster (HOST:6379, ray://HOST:10001 or auto): list its nodes, "
+                        "CPUs and GPUs")
+    p.add_argument("--storage", default=None,
+                   help="results location to check for writing (default: the sweep file's, "
+                        "else results/)")
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+
+    def ok(self, text: str) -> None:
+        print(f"ok    {text}")
+
+    def skip(self, text: str) -> None:
+        print(f"skip  {text}")
+
+    def fail(self, text: str) -> None:
+        print(f"FAIL  {text}")
+        self.problems.append(text)
+
+
+def run(args) -> int:
+    report = Report()
+    checks: list[Callable[[Report], None]] = [versions, scan_backends]
+    if args.address:
+        checks.append(lambda r: cluster(r, args.address))
+    else:
+        checks.append(lambda r: r.skip("Ray cluster (no --address: sweeps start a local Ray)"))
+    checks.append(lambda r: storage(r, args.storage, args.file))
+    if args.file:
+        checks.append(lambda r: sweep_file(r, args.file))
+    for check in checks:
+        check(report)
+    sys.stdout.flush()
+    if report.problems:
+        for problem in report.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    print("ready")
+    return 0
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions(r: Report) -> None:
+    import platform
+
+    import torch
+
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
+    r.ok(f"python {platform.python_version()}, mutransfer {_version('mutransfer') or '?'}, "
+         f"torch {torch.__version__} ({build}), "
+         f"ray {_version('ray')}, numpy {_version('numpy')}, pyarrow {_version('pyarrow')}")
+    optional = {d: _version(d) for d in ("triton", "mamba-ssm", "tiktoken", "tokenizers")}
+    r.ok("optional: " + ", ".join(f"{d} {v or 'not installed'}" for d, v in optional.items()))
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        r.ok(f"CUDA devices: {', '.join(names)}")
+    else:
+        r.skip("CUDA: no CUDA device here; the GPU checks (triton, mamba_ssm) are skipped")
+
+
+def scan_backends(r: Report) -> None:
+    import torch
+
+    from mutransfer.ops.check import check_backend, remember
+
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devices.append(torch.device("cuda"))
+    for device in devices:
+        names = ["chunked"] if device.type == "cpu" else ["triton", "mamba_ssm", "chunked"]
+        dtype = torch.float32
+        passed = []
+        for name in names:
+            c = check_backend(name, device, dtype)
+            where = f"scan {name} on {device.type}"
+            if c.error and name == "mamba_ssm" and _version("mamba-ssm") is None:
+                r.skip(f"{where}: mamba-ssm not installed (optional)")
+            elif c.error:
+                r.fail(f"{where}: did not run ({c.error})")
+            elif not c.ok:
+                r.fail(f"{where}: wrong: relative error {c.out_err:.1e} (output), "
+                       f"{c.grad_err:.1e} (gradients) against the reference loop")
+            else:
+                r.ok(f"{where}: output {c.out_err:.1e}, gradients {c.grad_err:.1e} from the "
+                     f"reference; forward+backward {c.ms:.1f} ms at a typical shape")
+                passed.append(c)
+        if not passed:
+            continue
+        best = min(passed, key=lambda c: c.ms)
+        if device.type == "cuda":
+            path = remember(device, best.backend)
+            r.ok(f"auto on {torch.cuda.get_device_name(device)}: {best.backend} (the fastest "
+                 f"that passed; remembered in {path})")
+        else:
+            r.ok(f"auto on cpu: {best.backend}")
+
+
+def _or_fail(r: Report, prefix: str, fn: Callable[[], Any]) -> Any:
+    """fn()'s result, or None after a FAIL line saying its UserError."""
+    from mutransfer.errors import UserError
+
+    try:
+        return fn()
+    except UserError as exc:
+        r.fail(f"{prefix}{exc}")
+        return None
+
+
+def cluster(r: Report, address: str) -> None:
+    from mutransfer.sweep.inspect import cluster_summary
+
+    for line in _or_fail(r, f"Ray cluster at {address}: ",
+                         lambda: cluster_summary(address)) or []:
+        r.ok(f"Ray {line}")
+
+
+def storage(r: Report, location: str | None, sweep: str | None) -> None:
+    from mutransfer.errors import UserError
+    from mutransfer.results.fs import is_uri
+
+    if location is None and sweep is not None:
+        try:
+            from mutransfer.sweep.spec import load_spec
+
+            location = load_spec(sweep).storage_location
+        except UserError:
+            location = None  # the sweep file's own check says why
+    location = location or "results"
+    if is_uri(location):
+        r.skip(f"storage {location}: a URI (its access is checked when a sweep writes)")
+        return
+    path = Path(location).expanduser().absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+        r.ok(f"storage {location}: writable ({probe})")
+    else:
+        r.fail(f"storage {location}: {probe} is not a writable folder")
+
+
+def sweep_file(r: Report, path: str) -> None:
+    from mutransfer.data.cache import locate, open_cache
+    from mutransfer.data.cached import CACHED_SOURCES
+    from mutransfer.data.config import DataConfig
+    from mutransfer.sweep.driver import prepare
+
+    plan = _or_fail(r, "", lambda: prepare(path))
+    if plan is None:
+        return
+    r.ok(f"{path}: valid, {plan.n_trials} trials; data and tokenizer present")
+    for raw in plan.data_configs():
+        cfg = DataConfig.model_validate(raw)
+        if cfg.source not in CACHED_SOURCES:
+            continue
+        ref = locate(cfg)
+        if open_cache(ref) is not None:
+            r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): prepared ({ref.path})")
+        else:
+            r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
+                 f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")

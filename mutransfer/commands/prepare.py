@@ -1,0 +1,47 @@
+"""`mutransfer prepare FILE`: tokenize the data of a sweep file once, into the token cache
+(mutransfer/data/cache.py), before any trial runs. `mutransfer sweep` does the same in its
+pre-flight when a cache is missing; this command does it ahead (e.g. on a login node, into a
+cache_dir the cluster shares) and says where each cache is."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("file", nargs="+", help="sweep file(s) (YAML)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes tokenizing Parquet files side by side (default: the CPUs, "
+                        "at most one per file)")
+
+
+def run(args) -> int:
+    from mutransfer.data.cache import locate, open_cache
+    from mutransfer.data.cached import CACHED_SOURCES, fingerprint_of_cache
+    from mutransfer.data.config import DataConfig
+    from mutransfer.data.memory import human
+    from mutransfer.data.preflight import prepare_caches
+    from mutransfer.errors import UserError
+    from mutransfer.sweep.driver import prepare
+
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers {args.workers}: give at least 1")
+    for path in args.file:
+        plan = prepare(path, check_data=False)
+        datas = [d for d in plan.data_configs()
+                 if DataConfig.model_validate(d).source in CACHED_SOURCES]
+        if not datas:
+            print(f"{path}: no text data to tokenize (generated data only)")
+            continue
+        try:
+            prepare_caches(datas, out=sys.stdout, workers=args.workers)
+        except UserError as exc:
+            raise UserError(f"{path}: data: {exc}") from None
+        for raw in datas:
+            cfg = DataConfig.model_validate(raw)
+            cache = open_cache(locate(cfg))
+            fp = fingerprint_of_cache(cache)
+            print(f"{path}: {cfg.source}, tokenizer {cfg.tokenizer}: {fp['files']} files, "
+                  f"{human(fp['bytes'])}B -> {human(fp['train_tokens'])} train + "
+                  f"{human(fp['eval_tokens'])} eval tokens in {cache.path}")
+    return 0

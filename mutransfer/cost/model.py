@@ -1,0 +1,242 @@
+"""Parameters, memory and FLOPs of one trial, from its config.
+
+Parameters: exactly what mutransfer/models builds (embedding, per block an RMSNorm and the
+mixer, the final norm, an untied readout when there is one).
+
+Activation memory: the bytes autograd keeps from the forward for the backward, per token,
+counted tensor by tensor in the order the forward makes them. Two regimes:
+- "cpu": float32 everywhere, PyTorch's conv1d, the `chunked` scan (it keeps u, Δ, Δu, B, C
+  time-major and the state at each chunk start, and recomputes the states in its backward);
+- "cuda": bf16 autocast (each matmul keeps a bf16 copy of its input; the residual stream and
+  the norms stay float32), the triton conv (keeps only its input) and the triton scan (u, Δ,
+  float32 B and C, z as a view, one float32 state per 64 steps; everything else recomputed).
+Peak GPU memory = weights (float32) + gradients + optimizer state + (cuda) the bf16 copies of
+the weights that autocast keeps for the backward + activations + the head's workspace (the
+logits and their gradient, which dominate at a large vocabulary) + a fixed reserve for the
+CUDA context and the allocator's slack.
+
+FLOPs: 2 per multiply-add of every matmul (in_proj, x_proj, dt_proj, out_proj, the readout),
+the depthwise conv, and 9 per (token, channel, state) for the selective scan's forward, as
+Mamba's paper counts it; training = 3 x forward (backward = 2 x forward). S4D: its matmuls and
+the FFT convolution (an estimate; its activations are counted more coarsely).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Regime = Literal["cpu", "cuda"]
+GiB = float(1 << 30)
+CUDA_RESERVE_BYTES = 1.0 * GiB  # CUDA context, cuBLAS workspace, allocator slack
+TRITON_CKPT_STEPS = 64  # the triton scan keeps one state per this many steps (ScanConfig)
+CHUNK_ELEMS = 1 << 19  # the chunked scan's chunk budget (mutransfer/ops/chunked.py)
+SCAN_FLOPS = 9  # per (token, channel, state), forward
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the counts depend on, read from a trial config (a dict as TrialConfig dumps)."""
+
+    arch: str
+    width: int
+    n_layer: int
+    d_state: int
+    expand: int
+    d_conv: int
+    tie: bool
+    vocab: int | None  # token inputs; None: real inputs of `input_dim`
+    input_dim: int | None
+    output_dim: int
+    batch: int
+    seq_len: int
+    optimizer: str
+    momentum: float
+    s4d_output: str
+    steps: int
+    eval_every: int
+    eval_batches: int
+
+    @classmethod
+    def of(cls, config: dict[str, Any], vocab: int | None, input_dim: int | None = None,
+           output_dim: int | None = None) -> Shape:
+        from mutransfer.config import TrialConfig
+
+        c = TrialConfig.model_validate(config)
+        m, t = c.model, c.train
+        out = output_dim if output_dim is not None else (vocab or 1)
+        return cls(m.arch, c.width, m.n_layer, m.d_state, m.expand, m.d_conv,
+                   m.tie_embeddings and vocab is not None and out == vocab, vocab, input_dim,
+                   out, t.batch_size, t.seq_len, t.optimizer, t.momentum, m.s4d.output,
+                   t.total_steps, t.eval_every, t.eval_batches)
+
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.width
+
+    @property
+    def dt_rank(self) -> int:
+        return math.ceil(self.width / 16)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq_len
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+def mixer_params(s: Shape) -> int:
+    d, e, n, r, k = s.width, s.d_inner, s.d_state, s.dt_rank, s.d_conv
+    if s.arch == "mamba":
+        return (d * 2 * e + e * k + e + e * (r + 2 * n) + r * e + e + e * d  # matmuls, conv
+                + e * n + e)  # A_log, D
+    modes = s.d_state // 2
+    ssm = 2 * d * modes + d + 2 * (2 * d * modes) + d  # A_re, A_im, log_dt, B, C, D
+    out = d * 2 * d + 2 * d if s.s4d_output == "glu" else 2 * d * d
+    return ssm + out
+
+
+def param_count(s: Shape) -> int:
+    d = s.width
+    embed = s.vocab * d if s.vocab is not None else (s.input_dim or 1) * d
+    head = 0 if s.tie else d * s.output_dim
+    return embed + s.n_layer * (d + mixer_params(s)) + d + head
+
+
+def matmul_params(s: Shape) -> int:
+    """Weights that multiply every token (FLOPs 2 per weight per token forward)."""
+    d, e, n, r = s.width, s.d_inner, s.d_state, s.dt_rank
+    if s.arch == "mamba":
+        layer = d * 2 * e + e * (r + 2 * n) + r * e + e * d
+    else:
+        layer = d * 2 * d if s.s4d_output == "glu" else 2 * d * d
+    readout = d * s.output_dim
+    encoder = (s.input_dim or 0) * d if s.vocab is None else 0
+    return s.n_layer * layer + readout + encoder
+
+
+def optimizer_state_bytes(s: Shape, params: int) -> int:
+    if s.optimizer in ("adam", "adamw"):
+        return 8 * params  # two float32 moments
+    return 4 * params if s.momentum > 0 else 0
+
+
+# -- activations -----------------------------------------------------------------------------
+
+def layer_activation_bytes(s: Shape, regime: Regime) -> float:
+    """Bytes kept for the backward per token by one block (norm + mixer)."""
+    d, e, n, r, L, k = s.width, s.d_inner, s.d_state, s.dt_rank, s.seq_len, s.d_conv
+    if s.arch != "mamba":
+        return _s4d_layer_bytes(s, regime)
+    if regime == "cpu":
+        chunk = max(1, min(L, CHUNK_ELEMS // max(1, s.batch * e * n)))
+        elems = (3 * d + 1  # norm: its input, 1/rms, the normalized x, its output (in_proj's)
+                 + 2 * e  # in_proj's output xz: conv1d's input and the gate z are views of it
+                 + e * (L + k - 1) / L  # conv1d's padded output, kept by SiLU
+                 + e  # the conv's output made contiguous: x_proj's and the scan's u
+                 + r  # dt_proj's input
+                 + e  # softplus's input (Δ + bias)
+                 + 3 * e + 2 * n  # the scan: u, Δ, Δu, B, C time-major
+                 + n * e / chunk  # the scan: the state at each chunk start
+                 + 2 * e  # y + D·u and SiLU(z), kept by the gate's product
+                 + e)  # out_proj's input
+        return 4 * elems
+    return (4 * (2 * d + 1) + 2 * d  # norm (float32) and in_proj's bf16 input
+            + 2 * 2 * e  # xz (bf16): the conv's input and z
+            + 2 * e  # the conv's output: x_proj's input and u
+            + 2 * r  # dt_proj's input
+            + 2 * e  # Δ (dt_proj's output)
+            + 4 * 2 * n  # B and C copied to float32
+            + 4 * n * e / TRITON_CKPT_STEPS  # the scan's checkpoints
+            + 2 * e)  # the scan's output: out_proj's input
+
+
+def _s4d_layer_bytes(s: Shape, regime: Regime) -> float:
+    """S4D: norm, u in float32, the FFT convolution's spectra (complex, length 2L), y + D·u,
+    and the output layer's inputs; an estimate (no test pins it)."""
+    d = s.width
+    size = 4 if regime == "cpu" else 2
+    fft = 2 * 4 * 2 * d * 2  # rfft of u and the product, complex64 of length ~2L, per token
+    out = (2 * d + 2 * d) * 4 if s.s4d_output == "glu" else 3 * d * 4
+    return 4 * (3 * d + 1) + size * d + 4 * d + fft + 4 * d + out
+
+
+def head_activation_bytes(s: Shape, regime: Regime) -> float:
+    """Per token: the input ids (or reals), the final norm, the readout's input, the loss."""
+    d, v = s.width, s.output_dim
+    ids = 8 if s.vocab is not None else 4 * (s.input_dim or 1)
+    norm = 4 * (3 * d + 1) if regime == "cpu" else 4 * (2 * d + 1) + 2 * d  # + readout's in
+    loss = 4 * v + 8 if s.vocab is not None else 4 * v  # log_softmax's output, the targets
+    return ids + norm + loss
+
+
+def activation_bytes(s: Shape, regime: Regime) -> float:
+    """What autograd keeps for the backward of one training step."""
+    per_token = s.n_layer * layer_activation_bytes(s, regime) + head_activation_bytes(s, regime)
+    # A = -exp(A_log) (the exp's output, the masked product, its mask factor): per layer,
+    # whatever the number of tokens
+    per_layer = 3 * 4 * s.d_inner * s.d_state if s.arch == "mamba" else 0
+    return per_token * s.tokens_per_step + s.n_layer * per_layer
+
+
+def head_workspace_bytes(s: Shape, regime: Regime) -> float:
+    """Transient at the loss: the logits (bf16 on cuda) and their float32 copy in the forward,
+    the gradients of the log-softmax and of the logits in the backward."""
+    per_token = (2 + 4 + 4 if regime == "cuda" else 4 + 4) * s.output_dim
+    return per_token * s.tokens_per_step
+
+
+# -- FLOPs ---------------------------------------------------------------------------------------
+
+def forward_flops_per_token(s: Shape) -> float:
+    flops = 2.0 * matmul_params(s)
+    if s.arch == "mamba":
+        flops += s.n_layer * (2 * s.d_conv * s.d_inner + SCAN_FLOPS * s.d_inner * s.d_state)
+    else:  # FFT convolution of length 2L: ~ 2 rfft + 1 irfft, 5 N log2 N each, per channel
+        n = 2 * s.seq_len
+        flops += s.n_layer * s.width * 3 * 5 * n * math.log2(n) / s.seq_len
+    return flops
+
+
+def train_flops_per_token(s: Shape) -> float:
+    return 3.0 * forward_flops_per_token(s)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    params: int
+    weights_bytes: float  # float32 weights + gradients + optimizer state (+ bf16 copies)
+    activation_bytes: float
+    workspace_bytes: float
+    reserve_bytes: float
+    train_tokens: int
+    eval_tokens: int
+    flops_per_token: float  # training
+    flops: float  # the whole trial, evals included
+
+    @property
+    def peak_bytes(self) -> float:
+        return (self.weights_bytes + self.activation_bytes + self.workspace_bytes
+                + self.reserve_bytes)
+
+    @property
+    def peak_gb(self) -> float:
+        return self.peak_bytes / 1e9
+
+
+def estimate(s: Shape, regime: Regime = "cuda") -> Estimate:
+    params = param_count(s)
+    weights = 4 * params + 4 * params + optimizer_state_bytes(s, params)
+    if regime == "cuda":
+        weights += 2 * matmul_params(s)  # autocast's bf16 copies, kept for the backward
+    train_tokens = s.steps * s.tokens_per_step
+    n_evals = s.steps // s.eval_every + (1 if s.steps % s.eval_every else 0) + 1  # + step 0
+    eval_tokens = n_evals * s.eval_batches * s.tokens_per_step
+    fwd = forward_flops_per_token(s)
+    return Estimate(
+        params=params, weights_bytes=weights, activation_bytes=activation_bytes(s, regime),
+        workspace_bytes=head_workspace_bytes(s, regime),
+        reserve_bytes=CUDA_RESERVE_BYTES if regime == "cuda" else 0.0,
+        train_tokens=train_tokens, eval_tokens=eval_tokens, flops_per_token=3 * fwd,
+        flops=3 * fwd * train_tokens + fwd * eval_tokens)

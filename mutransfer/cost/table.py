@@ -1,0 +1,111 @@
+"""A sweep's cost, per width: parameters, peak memory, trials, tokens, FLOPs, GPU-hours; and
+the GPU share `resources: {gpus_per_trial: auto}` gives a trial."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from mutransfer.cost.gpus import GPU, gpu_named, seconds_per_token
+from mutransfer.cost.model import Estimate, Regime, Shape, estimate
+from mutransfer.cost.vocab import data_sizes
+
+SAFETY = 1.2  # packing leaves 20% of a GPU's memory beyond the estimate (fragmentation, error)
+
+
+def regime_of(config: dict[str, Any]) -> Regime:
+    return "cpu" if config.get("train", {}).get("device", "cpu") == "cpu" else "cuda"
+
+
+def shape_of(config: dict[str, Any]) -> Shape:
+    vocab, input_dim, output_dim = data_sizes(config.get("data", {}))
+    return Shape.of(config, vocab, input_dim, output_dim)
+
+
+def estimate_config(config: dict[str, Any], regime: Regime | None = None) -> Estimate:
+    """The estimate of one trial config (a dict as TrialConfig dumps it)."""
+    return estimate(shape_of(config), regime or regime_of(config))
+
+
+def gpu_share(est: Estimate, gpu_memory_gb: float) -> float | None:
+    """1/k of a GPU for the largest k with k x SAFETY x peak within its memory; None when
+    one trial does not fit."""
+    k = math.floor(gpu_memory_gb * 1e9 / (SAFETY * est.peak_bytes))
+    return None if k < 1 else 1.0 / k
+
+
+@dataclass
+class Row:
+    width: int
+    params: int
+    peak_gb: float
+    trials: int = 0
+    tokens: float = 0.0
+    flops: float = 0.0
+    gpu_hours: float = 0.0
+
+
+def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | None
+              ) -> list[Row]:
+    rows: dict[int, Row] = {}
+    for config in configs:
+        shape = shape_of(config)
+        est = estimate(shape, regime_of(config))
+        width = int(config["width"])
+        row = rows.setdefault(width, Row(width, est.params, est.peak_gb))
+        row.peak_gb = max(row.peak_gb, est.peak_gb)
+        row.trials += 1
+        row.tokens += est.train_tokens
+        row.flops += est.flops
+        if gpu is not None:
+            tokens = est.train_tokens + est.eval_tokens / 3  # an eval token: a forward only
+            row.gpu_hours += tokens * seconds_per_token(gpu, shape, mfu) / 3600
+    return [rows[w] for w in sorted(rows)]
+
+
+def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
+               mfu: float | None = None, title: str = "") -> str:
+    """The per-width table with its total, as text. `gpu` None: no GPU-hours (a CPU sweep);
+    the peak memory is then the CPU regime's."""
+    device = gpu_named(gpu) if gpu else None
+    rows = cost_rows(configs, device, mfu)
+    regime = regime_of(configs[0]) if configs else "cuda"
+    mem = "est. peak GPU mem" if regime == "cuda" else "est. peak RAM"
+    head = ["width", "params", mem, "trials", "tokens", "FLOPs"]
+    if device is not None:
+        head.append(f"{device.name.upper()} GPU-h")
+    lines = [head]
+    for r in rows:
+        cells = [str(r.width), _n(r.params), _n(r.peak_gb * 1e9) + "B", str(r.trials),
+                 _n(r.tokens), _n(r.flops)]
+        if device is not None:
+            cells.append(_hours(r.gpu_hours))
+        lines.append(cells)
+    total = ["total", "", "", str(sum(r.trials for r in rows)),
+             _n(sum(r.tokens for r in rows)), _n(sum(r.flops for r in rows))]
+    if device is not None:
+        total.append(_hours(sum(r.gpu_hours for r in rows)))
+    lines.append(total)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    text = [("  ".join(c.rjust(w) for c, w in zip(line, widths))).rstrip() for line in lines]
+    how = ("" if device is None else
+           f"; GPU-hours at {mfu:.0%} of the {device.name.upper()}'s peak" if mfu is not None
+           else f"; GPU-hours from the measured {device.name.upper()} throughput, "
+                f"benchmarks/README.md")
+    note = (f"cost{': ' + title if title else ''} (estimates, mutransfer/cost{how}; "
+            f"peak memory per trial, one process)")
+    return "\n".join([note, *text])
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.1f}" if h >= 10 else f"{h:.2f}"
+
+
+def _n(x: float) -> str:
+    for unit, size in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6),
+                       ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.1f}{unit}"
+    return f"{x:.0f}"

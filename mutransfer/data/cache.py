@@ -1,0 +1,257 @@
+"""The token cache: each text source tokenized once, into memory-mapped shards plus an index.
+
+Where: `<data.cache_dir>/tokens/<key>/` (default `$MUTRANSFER_DATA_DIR/tokens`, else
+`~/.cache/mutransfer/tokens`). The key hashes what the tokens are a function of: the source's
+files (names relative to the source's root, sizes, modification times), the tokenizer (its
+name, or a JSON file's content hash), the split (eval_fraction, split_seed) and, for Parquet,
+the text column. A changed file, tokenizer or split is another key: a cache is never stale.
+
+Layout of one cache folder:
+    index.json        format, identity, dtype, vocab, end-of-text id, description, the
+                      corpus fingerprint (files, bytes, content hash) and where each split's
+                      tokens lie in the shards
+    shard-NNNNN.bin   token ids (uint8/uint16/uint32, the smallest that holds the vocab),
+                      native byte order, no header: np.memmap reads them as they are
+
+Writing is atomic: a preparer writes into a hidden folder beside the target and renames it
+into place once the index is written, so a reader sees a whole cache or none (a killed
+prepare leaves only the hidden folder, removed by the next prepare on that host). Two
+preparers of one key (two nodes, two trials) are safe: a lock file makes the second wait on
+filesystems with locks, and wherever it does not, each writes its own folder and the rename
+that comes second finds the first one's cache in place and drops its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mutransfer.data.config import DataConfig
+from mutransfer.data.files import FileSet, data_dir
+from mutransfer.errors import UserError
+
+FORMAT = 1
+INDEX = "index.json"
+MEMORY_SOURCES = ("stdlib", "text")  # held whole per split, sampled as random windows
+STREAM_SOURCES = ("parquet", "hf")  # streamed by row group, packed in order
+
+
+def tokens_root(cfg: DataConfig) -> Path:
+    """The folder that holds the token caches of `cfg`'s cache_dir."""
+    base = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else data_dir()
+    return base / "tokens"
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:05d}.bin"
+
+
+def source_files(cfg: DataConfig) -> FileSet:
+    """The files of a text source (an hf dataset is fetched first when it is not cached)."""
+    from mutransfer.data.files import resolve_files
+
+    if cfg.source == "stdlib":
+        from mutransfer.data.stdlib import stdlib_files
+
+        return stdlib_files()
+    if cfg.source == "hf":
+        from mutransfer.data.hf import hf_files
+
+        return hf_files(cfg)
+    suffix = ".parquet" if cfg.source == "parquet" else None
+    return resolve_files(cfg.path or "", cfg.source, suffix)
+
+
+def identity(cfg: DataConfig, files: FileSet) -> dict[str, Any]:
+    """What the cached tokens are a function of (hashed into the key; kept in the index)."""
+    from mutransfer.data.tokenizers import tokenizer_identity
+
+    stamps = []
+    for path, key in zip(files.files, files.keys()):
+        stat = path.stat()
+        stamps.append([key, stat.st_size, stat.st_mtime_ns])
+    ident: dict[str, Any] = {
+        "format": FORMAT, "source": cfg.source, "files": stamps,
+        "tokenizer": tokenizer_identity(cfg.tokenizer),
+        "eval_fraction": cfg.eval_fraction, "split_seed": cfg.split_seed}
+    if cfg.source in STREAM_SOURCES:
+        ident["text_column"] = cfg.text_column
+    return ident
+
+
+def key_of(ident: dict[str, Any]) -> str:
+    text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheRef:
+    """Where the cache of one source would be, found without reading the source."""
+
+    root: Path
+    key: str
+    identity: dict[str, Any]
+    files: FileSet
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.key
+
+    def exists(self) -> bool:
+        return (self.path / INDEX).is_file()
+
+
+def locate(cfg: DataConfig) -> CacheRef:
+    """The cache of `cfg` (which may not exist yet); UserError when the source's files are
+    missing. Costs a listing and a stat of each file."""
+    if cfg.source not in MEMORY_SOURCES + STREAM_SOURCES:
+        raise ValueError(f"source {cfg.source} has no token cache")
+    files = source_files(cfg)
+    ident = identity(cfg, files)
+    return CacheRef(tokens_root(cfg), key_of(ident), ident, files)
+
+
+class TokenCache:
+    """An opened cache: its index and its shards, memory-mapped read-only on first use."""
+
+    def __init__(self, path: Path, index: dict[str, Any]):
+        self.path = path
+        self.index = index
+        self.dtype = np.dtype(index["dtype"])
+        self._maps: dict[int, np.ndarray] = {}
+
+    def shard(self, i: int) -> np.ndarray:
+        if i not in self._maps:
+            n = int(self.index["shards"][i]["tokens"])
+            file = self.path / shard_name(i)
+            # np.memmap cannot map an empty file: an empty shard is an empty array
+            self._maps[i] = (np.zeros(0, self.dtype) if n == 0 else
+                             np.memmap(file, dtype=self.dtype, mode="r", shape=(n,)))
+        return self._maps[i]
+
+    def tokens(self, where: list[int]) -> np.ndarray:
+        """[shard, offset, count] -> that slice of the shard (a view of the map)."""
+        shard, offset, count = where
+        return self.shard(shard)[offset:offset + count]
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return dict(self.index["fingerprint"])
+
+
+def open_cache(ref: CacheRef) -> TokenCache | None:
+    """The cache at `ref`, or None when there is none; UserError when it is damaged (a shard
+    of another size than its index says)."""
+    index_file = ref.path / INDEX
+    try:
+        index = json.loads(index_file.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"token cache {ref.path}: unreadable index ({exc}); delete the "
+                        f"folder to prepare it again") from None
+    itemsize = np.dtype(index["dtype"]).itemsize
+    for i, shard in enumerate(index["shards"]):
+        file = ref.path / shard_name(i)
+        want = int(shard["tokens"]) * itemsize
+        have = file.stat().st_size if file.is_file() else -1
+        if have != want:
+            raise UserError(f"token cache {ref.path}: {file.name} has {max(have, 0)} bytes, "
+                            f"its index says {want}; delete the folder to prepare it again")
+    return TokenCache(ref.path, index)
+
+
+# -- writing --------------------------------------------------------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _tmp_prefix(key: str) -> str:
+    return f".{key}.tmp-{socket.gethostname()}-"
+
+
+def remove_stale(root: Path, key: str) -> None:
+    """Hidden folders of preparers of `key` on this host whose process has ended (killed)."""
+    prefix = _tmp_prefix(key)
+    for entry in root.glob(f"{prefix}*") if root.is_dir() else []:
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def preparing(ref: CacheRef) -> Iterator[Path | None]:
+    """Hold the key's lock and give a fresh hidden folder to write the cache into, or None
+    when the cache exists (another preparer finished while this one waited). On a clean
+    exit the folder is renamed into place; on an error it is removed."""
+    try:
+        ref.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"token cache: cannot create {ref.root} ({exc.strerror or exc}); set "
+                        f"data.cache_dir to a writable folder") from None
+    with _locked(ref.root / f".{ref.key}.lock"):
+        if ref.exists():
+            yield None
+            return
+        remove_stale(ref.root, ref.key)
+        tmp = ref.root / f"{_tmp_prefix(ref.key)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            yield tmp
+            publish(tmp, ref.path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish(tmp: Path, target: Path) -> None:
+    """Rename the written folder into place; a cache already there (written by a preparer
+    that did not see the lock) wins, and this one is dropped by the caller."""
+    try:
+        os.rename(tmp, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not (target / INDEX).is_file():
+            raise
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path` (waits); where the filesystem has no locks, no wait: the
+    rename in `publish` keeps two writers correct anyway."""
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+
+
+def write_index(folder: Path, index: dict[str, Any]) -> None:
+    """The index last: with it, the folder is a complete cache (files flushed to disk first,
+    so a machine crash after the rename cannot leave shards shorter than the index says)."""
+    for shard in folder.glob("shard-*.bin"):
+        with open(shard, "rb") as f:
+            os.fsync(f.fileno())
+    with open(folder / INDEX, "w") as f:
+        json.dump(index, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())

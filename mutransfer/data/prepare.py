@@ -1,0 +1,229 @@
+"""Tokenizing a text source into its token cache (mutransfer/data/cache.py), once.
+
+What is stored is exactly what the streaming sources would produce, so that a trial reading
+the cache draws the same batches as one tokenizing on the fly:
+- stdlib and text: the train and eval token buffers of `corpus_from_files` (files split by
+  a hash of their names, or one file cut at its last eval_fraction of tokens), one shard.
+- parquet and hf: per row group, the split's documents in file order (what the stream emits
+  of it), one shard per Parquet file, written by a pool of processes (one file each at a
+  time); the index keeps every row group's place, so the epoch order is drawn as before.
+The corpus fingerprint (file count, bytes, a content hash of every file) is taken on the way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, TextIO
+
+from mutransfer.data.cache import (
+    FORMAT,
+    MEMORY_SOURCES,
+    CacheRef,
+    TokenCache,
+    open_cache,
+    preparing,
+    shard_name,
+    write_index,
+)
+from mutransfer.data.config import DataConfig
+from mutransfer.data.tokenizers import make_tokenizer, token_dtype
+
+HASH_BLOCK = 1 << 23
+# Below this many bytes of Parquet a process pool costs more than it saves (starting a
+# worker took about 1.5 s on 2 cores; one process tokenizes tens of MB in that time)
+POOL_BYTES = 1 << 26
+
+Progress = Callable[[int, int, int], None]  # (files done, files, tokens so far)
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fingerprint_of(keys: list[str], sizes: list[int], digests: list[str]) -> dict[str, Any]:
+    """Files, bytes and one hash over (name, content hash) of every file, in order."""
+    h = hashlib.blake2b(digest_size=16)
+    for key, digest in zip(keys, digests):
+        h.update(f"{key}\0{digest}\n".encode())
+    return {"files": len(keys), "bytes": int(sum(sizes)), "hash": h.hexdigest()}
+
+
+def prepare_cache(cfg: DataConfig, ref: CacheRef, workers: int | None = None,
+                  out: TextIO | None = None) -> tuple[TokenCache, bool]:
+    """The cache of `ref`, tokenized now unless it exists; (cache, whether this call wrote
+    it). `workers`: processes for Parquet files (default: the CPUs, at most one per file);
+    `out`: where a progress line goes (None: quiet)."""
+    line = _ProgressLine(out, cfg.source, len(ref.files.files))
+    with preparing(ref) as folder:
+        if folder is not None:
+            write = _memory if cfg.source in MEMORY_SOURCES else _stream
+            index = write(cfg, ref, folder, workers, line.update)
+            index.update(format=FORMAT, identity=ref.identity, source=cfg.source,
+                         tokenizer=cfg.tokenizer, root=str(ref.files.root))
+            write_index(folder, index)
+    cache = open_cache(ref)
+    assert cache is not None  # written above, or by the preparer this one waited for
+    line.close(cache, written=folder is not None)
+    return cache, folder is not None
+
+
+def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
+            progress: Progress) -> dict[str, Any]:
+    """stdlib, text: the two buffers the in-memory source holds, train then eval."""
+    from mutransfer.data.text import corpus_from_files
+
+    tok = make_tokenizer(cfg.tokenizer)
+    files = ref.files
+    corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed)
+    train, eval_ = corpus.buffers["train"], corpus.buffers["eval"]
+    with open(folder / shard_name(0), "wb") as f:
+        f.write(train.tobytes())
+        f.write(eval_.tobytes())
+    progress(len(files.files), len(files.files), len(train) + len(eval_))
+    sizes = [p.stat().st_size for p in files.files]
+    digests = [file_digest(p) for p in files.files]
+    return {"kind": "memory", "dtype": train.dtype.str, "vocab_size": tok.vocab_size,
+            "eot": tok.eot, "description": corpus.description,
+            "fingerprint": fingerprint_of(files.keys(), sizes, digests),
+            "shards": [{"tokens": len(train) + len(eval_)}],
+            "splits": {"train": [0, 0, len(train)], "eval": [0, len(train), len(eval_)]}}
+
+
+def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
+            progress: Progress) -> dict[str, Any]:
+    """parquet, hf: one shard per file, each row group's train tokens then its eval tokens."""
+    from mutransfer.data.parquet import ParquetSource, describe_units, shard_units
+
+    tok = make_tokenizer(cfg.tokenizer)
+    files = ref.files
+    units = shard_units(files, cfg.source, cfg.text_column)  # checks every file's schema
+    prefix = ""
+    if cfg.source == "hf":
+        from mutransfer.data.hf import hf_prefix
+
+        prefix = hf_prefix(cfg)
+    desc = f"{cfg.source}: {prefix}{describe_units(units, len(files.files), tok, cfg)}"
+    ParquetSource(cfg.source, units, tok, cfg, desc)  # both splits get documents, or UserError
+    jobs = [(i, path, [u for u in units if u.path == path], cfg.text_column, cfg.split_seed,
+             cfg.eval_fraction, cfg.tokenizer, folder / shard_name(i))
+            for i, path in enumerate(files.files)]
+    if sum(p.stat().st_size for p in files.files) < POOL_BYTES:
+        workers = 1
+    results = _run_jobs(jobs, workers, progress)
+    rows, shards, digests = [], [], []
+    for (i, _, file_units, *_), (counts, digest) in zip(jobs, results):
+        offset = 0
+        for unit, (n_train, n_eval) in zip(file_units, counts):
+            rows.append([unit.key, unit.row_group, unit.first_row, unit.n_rows, i,
+                         offset, n_train, offset + n_train, n_eval])
+            offset += n_train + n_eval
+        shards.append({"tokens": offset})
+        digests.append(digest)
+    return {"kind": "stream", "dtype": token_dtype(tok.vocab_size).str,
+            "vocab_size": tok.vocab_size, "eot": tok.eot, "description": desc,
+            "fingerprint": fingerprint_of(files.keys(), [p.stat().st_size for p in files.files],
+                                          digests),
+            "shards": shards,
+            "unit_fields": ["key", "row_group", "first_row", "rows", "shard", "train_offset",
+                            "train_tokens", "eval_offset", "eval_tokens"],
+            "units": rows}
+
+
+def _run_jobs(jobs: list[tuple], workers: int | None, progress: Progress) -> list[tuple]:
+    """tokenize_file over the jobs, in a process pool when more than one worker is useful."""
+    n = min(len(jobs), workers or os.cpu_count() or 1)
+    results: list[Any] = [None] * len(jobs)
+    done, tokens = 0, 0
+
+    def collect(i: int, result: tuple) -> None:
+        nonlocal done, tokens
+        results[i] = result
+        done += 1
+        tokens += sum(a + b for a, b in result[0])
+        progress(done, len(jobs), tokens)
+
+    if n <= 1:
+        for i, job in enumerate(jobs):
+            collect(i, tokenize_file(*job))
+        return results
+    ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold torch's threads
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_quiet_worker) as pool:
+        futures = {pool.submit(tokenize_file, *job): i for i, job in enumerate(jobs)}
+        for future in as_completed(futures):
+            collect(futures[future], future.result())
+    return results
+
+
+def _quiet_worker() -> None:
+    # one thread per worker process: the pool is the parallelism (tokenizers' Rust pool and
+    # tiktoken's threads would otherwise each take every core)
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed: int,
+                  eval_fraction: float, tokenizer: str, out: Path
+                  ) -> tuple[list[tuple[int, int]], str]:
+    """Write one Parquet file's shard; ([(train, eval) tokens per row group], content hash)."""
+    from mutransfer.data.parquet import unit_texts
+
+    tok = make_tokenizer(tokenizer)
+    counts = []
+    with open(out, "wb") as f:
+        for unit in units:
+            sizes = []
+            for split in ("train", "eval"):
+                n = 0
+                for texts in unit_texts(unit, split, text_column, split_seed, eval_fraction):
+                    ids = tok.encode_docs(texts.to_pylist())
+                    f.write(ids.tobytes())
+                    n += len(ids)
+                sizes.append(n)
+            counts.append((sizes[0], sizes[1]))
+    return counts, file_digest(path)
+
+
+class _ProgressLine:
+    """`preparing tokens of parquet: 3/14 files, 12.3M tokens, 41 s` on one line."""
+
+    def __init__(self, out: TextIO | None, source: str, n_files: int):
+        from mutransfer.statusline import StatusLine
+
+        self.status = StatusLine(out) if out is not None else None
+        self.source, self.n_files = source, n_files
+        self.start = time.monotonic()
+        self.last = 0.0
+        if self.status is not None:
+            self.status.draw(f"preparing the token cache of {source} ({n_files} files) ...")
+
+    def update(self, done: int, total: int, tokens: int) -> None:
+        now = time.monotonic()
+        if self.status is None or (now - self.last < 1.0 and done < total):
+            return
+        self.last = now
+        from mutransfer.data.memory import human
+
+        self.status.draw(f"preparing the token cache of {self.source}: {done}/{total} files, "
+                         f"{human(tokens)} tokens, {now - self.start:.0f} s")
+
+    def close(self, cache: TokenCache, written: bool) -> None:
+        if self.status is None:
+            return
+        from mutransfer.data.memory import human
+
+        total = sum(int(s["tokens"]) for s in cache.index["shards"])
+        what = (f"prepared in {time.monotonic() - self.start:.1f} s" if written else
+                "already prepared")
+        self.status.message(f"token cache of {self.source}: {human(total)} tokens, {what}: "
+                            f"{cache.path}")
+        self.status.close()
