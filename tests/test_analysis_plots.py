@@ -127,7 +127,8 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     t.trials.loc[part, ["status", "diverged", "final_eval_loss"]] = ["diverged", True, None]
     a = analyze(write_results(tmp_path, t))
     fig, ax = plt.subplots()
-    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells))
+    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells),
+                a.fit_window)
     drawn = {}
     for line in ax.lines:
         drawn.setdefault(line.get_marker(), []).extend(line.get_xdata())
@@ -137,11 +138,13 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     # trained: 2^-12..2^-6 at 64, 2^-11..2^-5 at 128 (2^-5 on the line at 128 only)
     assert len(drawn["o"]) == 14 and drawn["o"].count(2**-5) == 1
     assert drawn["x"] == [2**-4, 2**-4]
+    # the curve each lr* was fitted to, dashed, one per width with a fitted optimum
+    assert sum(line.get_linestyle() == "--" for line in ax.lines) == 2
     assert len(make_plots(tmp_path)) == 5  # the whole report still draws
 
 
 def test_a_fitted_optimum_between_grid_lrs_stays_inside_the_loss_axis(tmp_path):
-    """The quadratic's vertex between two grid LRs lies below every trained cell's loss: the
+    """The fitted curve's minimum between two grid LRs lies below every trained cell's loss: the
     loss-against-LR panel's y range still holds its star (it was clipped off the bottom)."""
     from mutransfer.analysis.plots import loss_limits
     from tests.synthetic_sweeps import Planted

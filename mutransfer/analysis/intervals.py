@@ -74,7 +74,7 @@ class Noise:
     """A family's pooled noise: the variance behind every width's standard error."""
 
     source: str      # SEEDS, FIT, or "" when there is none to use
-    var: float       # SEEDS: of one seed's deviation (octaves^2); FIT: of one point (loss^2)
+    var: float       # of one point of one seed (loss^2): from the seeds, or the residuals
     df: int
     why: str = ""    # why there is none
 
@@ -84,7 +84,7 @@ class Noise:
             return math.nan
         if self.source == SEEDS:
             n = spread.n_seeds
-            return math.sqrt(self.var / n) if n else math.nan
+            return math.sqrt(self.var * spread.model_var / n) if n else math.nan
         return math.sqrt(self.var * spread.model_var)
 
     @property
@@ -96,10 +96,13 @@ def family_noise(spreads: list[Spread]) -> Noise:
     """Pool the seeds' deviations of a family's widths (FIT: the residuals without replicates)."""
     fitted = [s for s in spreads if np.isfinite(s.model_var)]
     dev = [s.deviations[np.isfinite(s.deviations)] for s in fitted]
-    dev = [d - d.mean() for d in dev if len(d)]   # ~0 already where every seed ran every LR
+    dev = [d - d.mean() if len(d) else d for d in dev]  # ~0 already: every seed, every LR
     df = sum(max(len(d) - 1, 0) for d in dev)
     if df >= MIN_NOISE_DF:
-        return Noise(SEEDS, float(sum((d**2).sum() for d in dev) / df), df)
+        # each width's deviations in units of its own design's variance (points inside the
+        # window, how far they reach on each side): the noise is pooled, not the precision
+        ss = sum((d**2).sum() / s.model_var for d, s in zip(dev, fitted) if len(d))
+        return Noise(SEEDS, float(ss / df), df)
     df_fit = sum(max(s.df_fit, 0) for s in fitted)
     if df_fit >= MIN_NOISE_DF and not any(len(d) > 1 for d in dev):
         rss = sum(s.rss for s in fitted if s.df_fit > 0)

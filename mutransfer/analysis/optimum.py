@@ -185,6 +185,7 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "ci_df": g.noise.df if np.isfinite(g.stderr) else 0,
         "method": (str(g.fit.shape[0]) if fitted else "argmin") if am >= 0 else "none",
         "asymmetry": float(g.fit.params[0, 2]) if fitted else np.nan,
+        "curvature": float(g.fit.params[0, 1]) if fitted else np.nan,
         "n_fit_points": int(g.fit.n_points[0]) if fitted else 0,
         "lr_argmin": float(arr.lrs[am]) if am >= 0 else np.nan,
         "best_loss": float(s.mean_loss[0, am]) if am >= 0 else np.nan,
