@@ -66,7 +66,10 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
     dev = seed_deviations(log2_lr, seed_loss, fit)
     df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
     rss, scale = residual_variance(log2_lr, curve, fit)
-    return Spread(dev, model_variance(log2_lr, fit), rss, scale, df_fit)
+    model_var = model_variance(log2_lr, fit)
+    if not model_var > 0:  # a singular design (NaN) or round-off: the optimum is not located
+        return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
+    return Spread(dev, model_var, rss, scale, df_fit)
 
 
 @dataclass

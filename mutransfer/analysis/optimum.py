@@ -161,6 +161,8 @@ def interval_note(g: GroupOptimum) -> str:
     if not g.fit.fitted[0]:
         return ("no interval: the curve has no minimum inside its window (too few LRs trained "
                 "around the argmin, or the loss does not rise on both sides)")
+    if not np.isfinite(g.spread.model_var):
+        return "no interval: the LRs inside the window do not locate the optimum"
     return f"no interval: {g.noise.why}"
 
 
