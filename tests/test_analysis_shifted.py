@@ -57,15 +57,28 @@ def test_intervals_of_shifted_grids_are_of_comparable_width(optima):
     assert width.max() / width.min() < 3.0     # two df: the width itself is uncertain
 
 
+def fit_range(lo: int, hi: int, offset: int = 0) -> pd.Series:
+    """lr_opt's row for the one-octave grid 2^lo .. 2^hi (shifted by offset quarters)."""
+    keep = (QUARTERS % 4 == offset) & (QUARTERS >= 4 * lo) & (QUARTERS <= 4 * hi)
+    return analyze("dense", tables=Tables(TRIALS[keep], pd.DataFrame())).lr_opt.iloc[0]
+
+
 def test_where_the_grid_ends_does_not_move_lr_star():
-    """The quickstart's sp grid (2^-10..2^-5) ends one octave above the optimum, mup_ssm's
-    (2^-8..2^-3) three: at width 64 the two are the same network. Both, and the grid extended
-    to 2^-10..2^-3, give one lr*, each inside the others' intervals (the five-point parabola
-    moved from 2^-6.07 to 2^-6.24 when the grid was extended, outside its first interval)."""
-    found = []
-    for lo, hi in ((-10, -5), (-8, -3), (-10, -3)):
-        keep = (QUARTERS % 4 == 0) & (QUARTERS >= 4 * lo) & (QUARTERS <= 4 * hi)
-        r = analyze("dense", tables=Tables(TRIALS[keep], pd.DataFrame())).lr_opt.iloc[0]
-        found.append((np.log2(r.lr_opt), np.log2(r.ci_low), np.log2(r.ci_high)))
-    for lr, _, _ in found:
-        assert all(low <= lr <= high for _, low, high in found), found
+    """Grids ending two to four octaves above the optimum, starting two to four below it,
+    give one lr*, each inside the others' intervals (the five-point parabola gave 2^-6.07
+    [2^-6.22, 2^-5.86] on 2^-10..2^-5 and 2^-6.24 once the grid was extended)."""
+    found = [fit_range(lo, hi) for lo, hi in ((-10, -4), (-8, -3), (-10, -3), (-9, -2))]
+    lr = [np.log2(r.lr_opt) for r in found]
+    for r in found:
+        assert r.method == "linex"
+        assert all(np.log2(r.ci_low) <= x <= np.log2(r.ci_high) for x in lr), (r, lr)
+
+
+def test_one_lr_above_the_optimum_locates_it_without_an_interval():
+    """The quickstart's old sp grid, 2^-10..2^-5, ends one octave above lr* ~ 2^-6: one LR
+    above it fixes nothing of the curve's shape there, so lr* is a parabola's vertex without
+    an interval, and the note says what to do."""
+    r = fit_range(-10, -5)
+    assert r.method == "parabola" and np.isnan(r.ci_low)
+    assert "one trained LR on a side of lr*" in r.note and "extend the LR range" in r.note
+    assert abs(np.log2(r.lr_opt) - np.log2(fit_range(-10, -3).lr_opt)) < 0.25

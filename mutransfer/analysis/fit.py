@@ -35,6 +35,7 @@ K_PRIOR_SD = 2.0     # sd of the shape's prior N(0, 2^2) where noise hides it
 K_MAX = 4.0          # |k| at most: a rise e^4 ~ 55x steeper one octave up than a parabola's
 OUTER_ITERATIONS = 40  # moves of the window; a fixed point is reached in a handful
 INNER_ITERATIONS = 40  # Levenberg-Marquardt steps per window
+MIN_SIDE = 2         # window LRs needed on each side of the optimum to fit its asymmetry
 TOL = 1e-7           # octaves: the optimum has stopped moving
 N_PARAMS = {"linex": 4, "parabola": 3}
 
@@ -52,6 +53,7 @@ class OptimumFit:
     params: np.ndarray      # (B, 4) c, A, k, v of the fitted curve (NaN without one)
     weights: np.ndarray     # (B, L) the window's weights at the fixed point (0 outside)
     shape: np.ndarray       # (B,) "linex", "parabola" or "" (no fitted optimum)
+    sides: np.ndarray       # (B,) the fewer of the window's LRs below and above the optimum
 
     def row(self, i: int) -> OptimumFit:
         """Row `i` as a one-row fit."""
@@ -178,6 +180,20 @@ def _levenberg_marquardt(x, y, w, params, free_k, penalty):
     return params
 
 
+def _sides(x: np.ndarray, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(B,) the fewer of the window's LRs below and above each row's optimum."""
+    inside = w > 0
+    below = (inside & (x[None, :] < v[:, None])).sum(axis=1)
+    above = (inside & (x[None, :] > v[:, None])).sum(axis=1)
+    return np.minimum(below, above)
+
+
+def _shape_is_free(x: np.ndarray, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Whether the asymmetry k is fitted: four points in the window, two on each side (one
+    LR on a side fixes nothing of that side's shape; k then stays 0, a parabola)."""
+    return ((w > 0).sum(axis=1) >= 4) & (_sides(x, w, v) >= MIN_SIDE)
+
+
 def _window(x: np.ndarray, valid: np.ndarray, v: np.ndarray, window: float) -> np.ndarray:
     return np.where(valid, tricube((x[None, :] - v[:, None]) / window), 0.0)
 
@@ -210,8 +226,8 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, window: float = FIT_WINDO
         start = _parabola_start(x, y[idx], wi, vi)
         if it > 0:  # warm start from the last window's curve where it had one
             start = np.where(np.isfinite(params[idx]).all(axis=1)[:, None], params[idx], start)
-        fitted = _levenberg_marquardt(x, y[idx], wi, np.nan_to_num(start), n_in >= 4,
-                                      penalty[idx])
+        fitted = _levenberg_marquardt(x, y[idx], wi, np.nan_to_num(start),
+                                      _shape_is_free(x, wi, vi), penalty[idx])
         fitted[n_in < 3] = np.nan
         moved = np.clip(fitted[:, 3] - vi, -window / 2, window / 2)
         new_v = np.where(np.isfinite(moved), vi + moved, vi)
@@ -241,9 +257,11 @@ def _finish(x, y, valid, has_any, argmin, params, w) -> OptimumFit:
     log2_opt = np.where(ok, v, x[np.maximum(argmin, 0)])
     loss_opt = np.where(ok, params[:, 0], argmin_loss)
     rss = np.where(ok, _wrss(x, y, w, np.nan_to_num(params)), np.nan)
-    shape = np.where(ok, np.where(n_in >= 4, "linex", "parabola"), "")
+    shape = np.where(ok, np.where(_shape_is_free(x, w, np.nan_to_num(v)), "linex", "parabola"),
+                     "")
+    sides = np.where(ok, _sides(x, w, np.nan_to_num(v)), 0)
     return OptimumFit(np.where(has_any, log2_opt, np.nan), np.where(has_any, loss_opt, np.nan),
-                      argmin, ok, n_in, rss, params, np.where(ok[:, None], w, 0.0), shape)
+                      argmin, ok, n_in, rss, params, np.where(ok[:, None], w, 0.0), shape, sides)
 
 
 def seed_deviations(log2_lr: np.ndarray, seed_loss: np.ndarray, fit: OptimumFit) -> np.ndarray:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mutransfer.analysis.fit import (
+    MIN_SIDE,
     N_PARAMS,
     OptimumFit,
     model_variance,
@@ -61,7 +62,8 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
                  fit: OptimumFit) -> Spread:
     """The spread of one group (`fit`: the one-row fit of its mean `curve` (L,);
     `seed_loss` (S, L): each seed's loss at the usable LRs, NaN elsewhere)."""
-    if not fit.fitted[0]:
+    if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
+        # one LR on a side of the optimum: where the curve turns there rests on one point
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
     dev = seed_deviations(log2_lr, seed_loss, fit)
     df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]

@@ -20,7 +20,7 @@ from mutransfer.analysis.cells import (
     cell_stats,
     seed_lr_arrays,
 )
-from mutransfer.analysis.fit import OptimumFit, fit_optimum
+from mutransfer.analysis.fit import MIN_SIDE, OptimumFit, fit_optimum
 from mutransfer.analysis.groups import Prepared, as_key
 from mutransfer.analysis.intervals import Noise, Spread, family_noise, group_spread, t_interval
 from mutransfer.analysis_defaults import FIT_WINDOW
@@ -161,6 +161,9 @@ def interval_note(g: GroupOptimum) -> str:
     if not g.fit.fitted[0]:
         return ("no interval: the curve has no minimum inside its window (too few LRs trained "
                 "around the argmin, or the loss does not rise on both sides)")
+    if g.fit.sides[0] < MIN_SIDE:
+        return ("no interval: one trained LR on a side of lr* inside its window, so the "
+                "curve's shape there rests on one point: extend the LR range or refine it")
     if not np.isfinite(g.spread.model_var):
         return "no interval: the LRs inside the window do not locate the optimum"
     return f"no interval: {g.noise.why}"
