@@ -59,6 +59,7 @@ KINKED = {"kink3": 3.0}   # stress case outside the model: curvature 3x above, a
 NOISES = ("iid", "growing", "seedopt")
 POSITIONS = ("inside", "edge")
 TARGET = (0.93, 0.97)
+MIN_JUDGED = 475  # intervals: binomial s.e. of a 0.95 coverage <= 0.01, half the target band
 
 
 def curve(t: np.ndarray, name: str) -> np.ndarray:
@@ -139,6 +140,7 @@ def measure(reps: int, seeds: int, n_lrs: int, curve_name: str, noise: str, posi
     return {"curve": curve_name, "noise": noise, "position": position, "seeds": seeds,
             "lrs": n_lrs, "lr_cov": held_opt / n_opt if n_opt else np.nan,
             "lr_declined": 1 - n_opt / len(opt), "drift_cov": held_d / n_d if n_d else np.nan,
+            "lr_n": n_opt, "drift_n": n_d,
             "drift_declined": 1 - n_d / len(d),
             "lr_width": float(np.nanmedian(np.log2(opt["ci_high"] / opt["ci_low"]))),
             "bias": bias,
@@ -146,9 +148,11 @@ def measure(reps: int, seeds: int, n_lrs: int, curve_name: str, noise: str, posi
 
 
 def cell_text(row: pd.Series) -> str:
-    def cov(v: float) -> str:
-        return "-" if np.isnan(v) else f"{v:.3f}"
-    text = f"{cov(row.lr_cov)}/{cov(row.drift_cov)}"
+    def cov(v: float, n: int) -> str:
+        if np.isnan(v):
+            return "-"
+        return f"{v:.3f}" if n >= MIN_JUDGED else f"({v:.2f}, n={n})"
+    text = f"{cov(row.lr_cov, row.lr_n)}/{cov(row.drift_cov, row.drift_n)}"
     if row.lr_declined > 0.0005 or row.drift_declined > 0.0005:
         text += f" ({row.lr_declined:.0%}/{row.drift_declined:.0%} declined)"
     return text
@@ -193,11 +197,16 @@ def main() -> None:
     df = pd.DataFrame(rows)
     print()
     print(table(df))
-    lr_ok = df.lr_cov.between(*TARGET)
-    d_ok = df.drift_cov.between(*TARGET)
-    print(f"\ncells in {TARGET[0]}-{TARGET[1]}: lr* {int(lr_ok.sum())}/{len(df)}, drift "
-          f"{int(d_ok.sum())}/{len(df)}; lr* coverage {df.lr_cov.min():.3f}-"
-          f"{df.lr_cov.max():.3f}, drift {df.drift_cov.min():.3f}-{df.drift_cov.max():.3f}; "
+    lr_j = df.lr_n >= MIN_JUDGED
+    d_j = df.drift_n >= MIN_JUDGED
+    lr_ok = df.lr_cov.between(*TARGET) & lr_j
+    d_ok = df.drift_cov.between(*TARGET) & d_j
+    print(f"\ncells in {TARGET[0]}-{TARGET[1]}: lr* {int(lr_ok.sum())}/{int(lr_j.sum())}, drift "
+          f"{int(d_ok.sum())}/{int(d_j.sum())} of the cells with >= {MIN_JUDGED} intervals "
+          f"(lr* {len(df) - int(lr_j.sum())}, drift {len(df) - int(d_j.sum())} cells with "
+          f"fewer: shown in parentheses with their n); lr* coverage "
+          f"{df.lr_cov[lr_j].min():.3f}-{df.lr_cov[lr_j].max():.3f}, drift "
+          f"{df.drift_cov[d_j].min():.3f}-{df.drift_cov[d_j].max():.3f}; "
           f"declined lr* {df.lr_declined.mean():.1%} (max {df.lr_declined.max():.1%}), drift "
           f"{df.drift_declined.mean():.1%} (max {df.drift_declined.max():.1%}); "
           f"{time.perf_counter() - t0:.0f}s")

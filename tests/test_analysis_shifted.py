@@ -53,8 +53,9 @@ def test_shifted_grids_agree_to_a_fraction_of_their_intervals(optima):
 
 
 def test_intervals_of_shifted_grids_are_of_comparable_width(optima):
+    # three seeds at one width: 2 df, so a width itself is known to a factor of a few
     width = optima.high - optima.low
-    assert width.max() / width.min() < 3.0     # two df: the width itself is uncertain
+    assert ((width / width.median()).between(0.5, 3.0)).all(), width
 
 
 def fit_range(lo: int, hi: int, offset: int = 0) -> pd.Series:

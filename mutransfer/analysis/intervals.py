@@ -1,7 +1,8 @@
 """How well each lr* is known: the seeds' disagreement about the optimum, pooled over a family.
 
-Each seed's deviation from the mean curve, projected on the fitted curve's derivatives
-(fit.seed_deviations), is how far that seed alone would move lr*. Their spread measures
+Each seed's pull on lr* is the jackknife's: (seeds - 1) x how far lr* moves when the curve is
+refitted without that seed (where such a refit finds no optimum, the seed's residuals projected
+on the fitted curve's derivatives stand in: fit.seed_deviations). Their spread measures
 everything that makes lr* uncertain at once: the noise of the points inside the fit's window
 (however it grows away from the optimum: points outside the window never enter), and a
 seed-specific optimum (a seed whose whole curve sits a little left or right), which shifts every
@@ -58,14 +59,27 @@ class Spread:
         return int(np.isfinite(self.deviations).sum())
 
 
+def seed_pulls(left_out: np.ndarray, linear: np.ndarray) -> np.ndarray:
+    """Each seed's pull on lr* from the jackknife: (S - 1) x (mean of the leave-one-out lr* -
+    lr* without that seed), which is how far that seed alone moves it to first order and keeps
+    what a first-order projection misses (the skew of an optimum on a flat side, the shape a
+    seed changes). `linear` (the first-order pulls) stands in where a refit has no optimum."""
+    s = len(left_out)
+    ok = np.isfinite(left_out)
+    if s < 2 or ok.sum() < 2:
+        return linear
+    return np.where(ok, (s - 1) * (left_out[ok].mean() - left_out), linear)
+
+
 def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
-                 fit: OptimumFit) -> Spread:
+                 fit: OptimumFit, left_out: np.ndarray) -> Spread:
     """The spread of one group (`fit`: the one-row fit of its mean `curve` (L,);
-    `seed_loss` (S, L): each seed's loss at the usable LRs, NaN elsewhere)."""
+    `seed_loss` (S, L): each seed's loss at the usable LRs, NaN elsewhere; `left_out` (S,):
+    lr* refitted without each seed)."""
     if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
         # one LR on a side of the optimum: where the curve turns there rests on one point
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
-    dev = seed_deviations(log2_lr, seed_loss, fit)
+    dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
     df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
     rss, scale = residual_variance(log2_lr, curve, fit)
     model_var = model_variance(log2_lr, fit)

@@ -87,12 +87,34 @@ def optima_of(groups: list[tuple[tuple, SeedLrArrays]], window: float) -> list[G
     curves = np.vstack([st.usable_loss[0] for st in stats])
     log2_lr = groups[0][1].log2_lr
     fits = fit_optimum(log2_lr, curves, window)
+    left_out = leave_one_out(groups, window)
     out = []
     for i, ((key, arr), st) in enumerate(zip(groups, stats)):
         fit = fits.row(i)
-        spread = group_spread(log2_lr, seed_curves(arr, st), curves[i], fit)
+        spread = group_spread(log2_lr, seed_curves(arr, st), curves[i], fit, left_out[i])
         side, hint = edge_of(st, fit)
         out.append(GroupOptimum(key, arr, st, fit, spread, side, hint))
+    return out
+
+
+def leave_one_out(groups: list[tuple[tuple, SeedLrArrays]], window: float
+                  ) -> list[np.ndarray]:
+    """Per group: (S,) log2 lr* of its curve refitted without each seed (its seed-adjusted
+    mean over the other seeds; NaN where that fit has no optimum, or with one seed)."""
+    rows, owner = [], []
+    for i, (_, arr) in enumerate(groups):
+        n = len(arr.seeds)
+        if n >= 2:
+            others = np.array([[t for t in range(n) if t != s] for s in range(n)])
+            rows.append(cell_stats(arr, others).usable_loss)
+            owner += [i] * n
+    out = [np.full(len(arr.seeds), np.nan) for _, arr in groups]
+    if rows:
+        fits = fit_optimum(groups[0][1].log2_lr, np.vstack(rows), window)
+        found = np.where(fits.fitted, fits.log2_lr, np.nan)
+        owner = np.array(owner)
+        for i in np.unique(owner):
+            out[i] = found[owner == i]
     return out
 
 
