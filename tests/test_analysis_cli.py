@@ -60,7 +60,7 @@ def test_one_width_prints_lr_star_and_one_line_about_drift(tmp_path, capsys):
 
 def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys):
     root = planted_results(tmp_path, [64, 128, 256])
-    assert main(["analyze", str(root), "--bootstrap", "200"]) == 0
+    assert main(["analyze", str(root)]) == 0
     out = capsys.readouterr().out
     for title in ("Optimal learning rate", "Drift", "Stability boundary", "Transfer regret",
                   "Does wider do better?"):
@@ -72,7 +72,7 @@ def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys
         csv = pd.read_csv(folder / f"{stem}.csv")
         assert len(parquet) == len(csv) > 0
     lr_opt = pd.read_parquet(folder / "lr_opt.parquet")
-    expected = analyze(root, n_boot=200).lr_opt
+    expected = analyze(root).lr_opt
     np.testing.assert_allclose(lr_opt.lr_opt, expected.lr_opt)
     md = (folder / "analysis.md").read_text()
     assert md.count("\n## ") == 6 and "| parameterization |" in md
@@ -80,15 +80,14 @@ def test_analyze_writes_every_table_as_parquet_csv_and_markdown(tmp_path, capsys
 
 def test_bad_options_are_one_line_errors(tmp_path, capsys):
     root = planted_results(tmp_path, [64, 128])
-    assert main(["analyze", str(root), "--fit-points", "2"]) == 2
-    assert "--fit-points" in one_line_error(capsys)
-    assert main(["analyze", str(root), "--bootstrap", "-1"]) == 2
-    assert "--bootstrap" in one_line_error(capsys)
+    for bad in ("0.2", "nan", "50"):
+        assert main(["analyze", str(root), "--fit-window", bad]) == 2
+        assert "--fit-window" in one_line_error(capsys)
 
 
 def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
     root = planted_results(tmp_path, [64, 128])
-    assert main(["plot", str(root), "--bootstrap", "50"]) == 0
+    assert main(["plot", str(root)]) == 0
     printed = capsys.readouterr().out.split()
     assert printed[-1] == str(root / "analysis" / "report.html")
     assert all(Path(p).is_file() for p in printed)
@@ -96,7 +95,7 @@ def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
 
 
 def test_summary_table_names_every_width_and_the_drift(tmp_path):
-    a = analyze(planted_results(tmp_path, [64, 128, 256]), n_boot=100)
+    a = analyze(planted_results(tmp_path, [64, 128, 256]))
     text = summary_table(a)
     lines = text.splitlines()
     for param in ("sp", "mup"):
@@ -115,18 +114,17 @@ def test_written_tables_follow_the_documented_columns(tmp_path):
     assert set(TRIAL_COLUMNS) <= set(t.trials.columns)
     write_results(tmp_path, t, per_trial=True)
     assert len(list((tmp_path / "trials").glob("part-*.parquet"))) == len(t.trials)
-    a = analyze(tmp_path, n_boot=10)
+    a = analyze(tmp_path)
     assert len(a.lr_opt) == 2 and a.fixed == {"model.x": 1}
-    assert a.lr_opt.ci_low.isna().all()  # one seed: no interval, said in the note
-    assert a.lr_opt.note.str.startswith("no interval: one seed").all()
+    # one seed: the interval comes from the fits' residuals (one df per width)
+    assert (a.lr_opt.ci_method == "fit").all() and (a.lr_opt.ci_df == 2).all()
 
 
 def test_an_axis_set_for_part_of_the_sweep_is_written_as_text(tmp_path):
     """Trials without the axis get "unset"; the mixed column still goes to Parquet."""
     fams = [Planted("mup", 2**-7, 0.0, extra={"model.zero_real_fraction": 0.1}),
             Planted("sp", 2**-8, -1.0)]
-    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], LR_GRID, [0, 1])),
-                n_boot=20)
+    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], LR_GRID, [0, 1])))
     assert sorted(map(str, a.lr_opt["model.zero_real_fraction"].unique())) == ["0.1", "unset"]
     written = {p.name for p in write_analysis(a, tmp_path / "out")}
     assert {"lr_opt.parquet", "drift.csv", "analysis.md"} <= written
@@ -141,7 +139,7 @@ def test_analyze_stays_light(tmp_path):
 
     root = planted_results(tmp_path, [64, 128])
     code = ("import sys; from mutransfer.cli import main; main(['analyze', sys.argv[1], "
-            "'--bootstrap', '10']); print(sorted(m for m in ('matplotlib', 'torch', 'ray') "
+            "]); print(sorted(m for m in ('matplotlib', 'torch', 'ray') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
                           text=True, check=True)

@@ -45,7 +45,7 @@ def survivor(tmp_path):
     tr = t.trials
     tr.loc[(tr.width == 256) & np.isclose(tr.lr, 2**-6) & (tr.seed == 1),
            "final_eval_loss"] -= 0.1  # the surviving seed looks best of all
-    return analyze(write_results(tmp_path, t), n_boot=200)
+    return analyze(write_results(tmp_path, t))
 
 
 def test_a_surviving_seed_does_not_make_a_cell_trained(survivor):
@@ -87,7 +87,7 @@ def test_stability_reports_the_onset_and_where_every_seed_diverged(survivor):
 def test_one_seed_of_three_moves_the_onset_not_the_all_seeds_boundary(tmp_path):
     t = synthetic_tables([FLAT], [64, 128], LR_GRID, [0, 1, 2])
     one_seed_diverges(t, 2**-5)  # just below the planted boundary 2^-4.5, at both widths
-    a = analyze(write_results(tmp_path, t), n_boot=50)
+    a = analyze(write_results(tmp_path, t))
     for _, st in a.stability.iterrows():
         assert st.largest_trained == 2**-6 and st.smallest_any_diverged == 2**-5
         assert st.boundary == pytest.approx(2**-5.5) and st.clean
@@ -101,7 +101,7 @@ def test_a_trained_trial_without_a_loss_is_neither_trained_nor_diverged(tmp_path
     t = synthetic_tables([FLAT], [64], LR_GRID, [0, 1])
     tr = t.trials
     tr.loc[np.isclose(tr.lr, 2**-7) & (tr.seed == 1), "final_eval_loss"] = np.nan
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     cell = a.cells.set_index("lr").loc[2**-7]
     assert cell.status == TRAINED and cell.n_trials == 1 and cell.n_seeds == 1
     assert any("no final loss" in n for n in a.notes)
@@ -116,7 +116,7 @@ def test_a_diverged_trial_never_contributes_a_loss(tmp_path):
     assert tr.loc[at, "diverged"].all() and tr.loc[at, "final_eval_loss"].isna().all()
     assert (tr.loc[at, "last_finite_loss"] > 0).all()
     tr.loc[at, "final_eval_loss"] = 0.5  # far below every trained loss
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     cell = a.cells.set_index("lr").loc[2**-4]
     assert cell.status == "diverged" and np.isnan(cell.mean_loss)
     assert a.lr_opt.best_loss.iloc[0] > 2.9
@@ -128,7 +128,7 @@ def test_a_diverged_trial_never_contributes_a_loss(tmp_path):
 @pytest.fixture(scope="module")
 def windows(tmp_path_factory):
     root = transfer_search_results(tmp_path_factory.mktemp("search"), noise=0.005)
-    return analyze(root, n_boot=300)
+    return analyze(root)
 
 
 def test_lrs_not_run_at_a_width_are_listed_and_not_counted(windows):
@@ -181,7 +181,7 @@ def test_summary_and_report_text_name_the_lrs_left_out(windows):
 
 def test_optuna_samples_are_never_reported_as_not_run(tmp_path):
     t = synthetic_tables([SP, MUP], [64, 128], None, [0, 1], random_lrs=(2**-14, 2**-4, 20))
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     assert (a.cells.status != NOT_RUN).all()
     assert (a.lr_opt.n_lrs_not_run == 0).all()
 
@@ -202,7 +202,7 @@ def test_a_seed_missing_from_a_cell_does_not_move_its_mean(tmp_path):
     assert offsets.max() - offsets.min() > 0.05  # the seeds do differ
     missing = (tr.seed == offsets.idxmin()) & tr.lr.isin([2**-8, 2**-7])
     t.trials = tr[~missing]
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     cells = a.cells[a.cells.status == TRAINED].set_index("lr")
     # the bowl plus the average seed's offset, at every LR
     np.testing.assert_allclose(cells.mean_loss, bowl(cells.index) + offsets.mean(), atol=1e-9)
@@ -214,6 +214,6 @@ def test_a_seed_missing_from_a_cell_does_not_move_its_mean(tmp_path):
 
 def test_with_every_seed_everywhere_the_mean_is_the_plain_mean(tmp_path):
     t = synthetic_tables([SP], [64], LR_GRID, [0, 1, 2], seed_sd=0.05)
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     c = a.cells[a.cells.status == TRAINED]
     np.testing.assert_allclose(c.mean_loss, c.raw_mean_loss, rtol=0, atol=1e-12)

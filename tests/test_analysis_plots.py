@@ -40,7 +40,7 @@ def analysis(tmp_path_factory):
     root = tmp_path_factory.mktemp("plots")
     planted_results(root, WIDTHS, per_trial=True)
     write_part_atomic(coord_table(), root / "coord_check" / "coord.parquet")
-    return analyze(root, n_boot=100)
+    return analyze(root)
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +125,10 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     t.trials = tr[~((tr.width == 128) & (tr.lr == LR_GRID[0]))].copy()  # not run at 128
     part = (t.trials.width == 64) & (t.trials.lr == 2**-5) & (t.trials.seed == 0)
     t.trials.loc[part, ["status", "diverged", "final_eval_loss"]] = ["diverged", True, None]
-    a = analyze(write_results(tmp_path, t), n_boot=20)
+    a = analyze(write_results(tmp_path, t))
     fig, ax = plt.subplots()
-    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells))
+    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells),
+                a.fit_window)
     drawn = {}
     for line in ax.lines:
         drawn.setdefault(line.get_marker(), []).extend(line.get_xdata())
@@ -137,18 +138,20 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     # trained: 2^-12..2^-6 at 64, 2^-11..2^-5 at 128 (2^-5 on the line at 128 only)
     assert len(drawn["o"]) == 14 and drawn["o"].count(2**-5) == 1
     assert drawn["x"] == [2**-4, 2**-4]
+    # the curve each lr* was fitted to, dashed, one per width with a fitted optimum
+    assert sum(line.get_linestyle() == "--" for line in ax.lines) == 2
     assert len(make_plots(tmp_path)) == 5  # the whole report still draws
 
 
 def test_a_fitted_optimum_between_grid_lrs_stays_inside_the_loss_axis(tmp_path):
-    """The quadratic's vertex between two grid LRs lies below every trained cell's loss: the
+    """The fitted curve's minimum between two grid LRs lies below every trained cell's loss: the
     loss-against-LR panel's y range still holds its star (it was clipped off the bottom)."""
     from mutransfer.analysis.plots import loss_limits
     from tests.synthetic_sweeps import Planted
 
     lrs = [2.0**e for e in range(-10, -4)]
     t = synthetic_tables([Planted("sp", 2**-7.5, 0.0)], [16, 32], lrs, [0])
-    a = analyze(write_results(tmp_path, t), n_boot=0)
+    a = analyze(write_results(tmp_path, t))
     lowest_cell = a.cells.loc[a.cells["status"].eq("trained"), "mean_loss"].min()
     fitted = a.lr_opt["loss_at_opt"].min()
     assert fitted < lowest_cell  # the case: a vertex below the grid's best cell

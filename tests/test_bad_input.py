@@ -278,8 +278,8 @@ def test_plot_and_analyze_refuse_an_out_folder_they_cannot_write(tmp_path, capsy
     results = planted_results(tmp_path / "res", [64, 128])
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a folder")
-    assert_one_line_error(capsys, main([command, str(results), "--out", str(blocker / "out"),
-                                        "--bootstrap", "0"]), "is a file")
+    assert_one_line_error(capsys, main([command, str(results), "--out", str(blocker / "out")]),
+                          "is a file")
 
 
 def test_coord_check_refuses_an_out_folder_it_cannot_write_before_measuring(tmp_path, capsys):

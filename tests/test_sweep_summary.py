@@ -52,7 +52,7 @@ def test_the_summary_prints_the_analysis_optimum_not_the_grid_argmin(tmp_path, c
     out = capsys.readouterr().out
     assert "0 trials to run: every cell is complete" in out
     printed = printed_lr_opt(out)
-    lr_opt = analyze(store, n_boot=0).lr_opt.set_index("width")
+    lr_opt = analyze(store).lr_opt.set_index("width")
     assert sorted(printed) == [16, 32]
     for width, lr in printed.items():
         assert np.isclose(lr, lr_opt.loc[width, "lr_opt"], rtol=1e-2)

@@ -13,7 +13,7 @@ from mutransfer.analysis.groups import GroupAxes, Prepared, prepare
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
 from mutransfer.analysis.regret import monotonicity_table, regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
-from mutransfer.analysis_defaults import BOOT_SEED, FIT_POINTS, N_BOOT
+from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.errors import UserError
 from mutransfer.results.store import Store, Tables
 
@@ -29,9 +29,7 @@ class Analysis(GroupAxes):
     widths: list[int]
     n_trials: int                    # trials analysed (failed ones excluded)
     n_failed: int
-    n_boot: int
-    boot_seed: int
-    fit_points: int
+    fit_window: float                # octaves: half-width of the window lr* is fitted in
     cells: pd.DataFrame
     lr_opt: pd.DataFrame
     drift: pd.DataFrame
@@ -81,8 +79,8 @@ def _notes(prep: Prepared) -> list[str]:
     return notes
 
 
-def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED,
-            fit_points: int = FIT_POINTS, tables: Tables | None = None) -> Analysis:
+def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
+            tables: Tables | None = None) -> Analysis:
     """All tables of the transfer analysis of `results_dir` (reads its Parquet tables only;
     pass `tables` when they are already read, as `Store(results_dir).tables()`)."""
     tables = load_tables(results_dir, tables)
@@ -90,7 +88,7 @@ def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT
     prep = prepare(trials)
     if prep.trials.empty:
         raise UserError(f"all {prep.n_failed} trials in {results_dir} failed: nothing to analyze")
-    optima = group_optima(prep, n_boot, boot_seed, fit_points)
+    optima = group_optima(prep, fit_window)
     lr_opt, cells = optimum_tables(optima, prep.group_cols)
     fam = prep.family_cols
     stability = stability_table(cells, prep.group_cols)
@@ -99,8 +97,8 @@ def analyze(results_dir: str | Path, n_boot: int = N_BOOT, boot_seed: int = BOOT
     sweep = str(trials["sweep"].dropna().iloc[0]) if trials["sweep"].notna().any() else ""
     return Analysis(
         results_dir=str(results_dir), sweep=sweep, axes=prep.axes, fixed=prep.fixed,
-        widths=widths, n_trials=len(prep.trials), n_failed=prep.n_failed, n_boot=n_boot,
-        boot_seed=boot_seed, fit_points=fit_points, cells=cells, lr_opt=lr_opt,
+        widths=widths, n_trials=len(prep.trials), n_failed=prep.n_failed,
+        fit_window=fit_window, cells=cells, lr_opt=lr_opt,
         drift=drift_table(lr_opt, optima, fam),
         stability=stability,
         stability_slope=stability_slope_table(stability, fam),

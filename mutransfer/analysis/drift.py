@@ -1,11 +1,11 @@
 """Drift of the optimal LR with width: the slope of log2 lr* against log2 width per family.
 
-The interval propagates each width's lr* uncertainty: draw b of every width (the noise draws
-of optimum.py, independent across widths) gives one slope, and the 2.5/97.5 percentiles of
-those slopes are the interval. It measures how well the lr* are known, not how well a power law
-describes them; the OLS interval beside it (slope -/+ t x s.e., with its degrees of freedom,
-widths - 2) measures the scatter of the lr* about the line. The seed bootstrap's slope
-interval is added where every width has one.
+The slope is a weighted sum of the widths' log2 lr* (least squares: sum c_w log2 lr*_w), so
+its standard error is sqrt(sum c_w^2 se_w^2) from the widths' standard errors (intervals.py;
+independent across widths, one pooled noise estimate), and its 95% interval is slope -/+ t x
+s.e. with that estimate's degrees of freedom. It measures how well the lr* are known, not how
+well a power law describes them; the OLS interval beside it (slope -/+ t x s.e., with its
+degrees of freedom, widths - 2) measures the scatter of the lr* about the line.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.groups import as_key
-from mutransfer.analysis.intervals import expanded_percentiles, percentile_interval
-from mutransfer.analysis.optimum import CI_PERCENTILES, GroupOptimum
-from mutransfer.analysis.slopes import Line, ols, rowwise_slopes, t_interval
+from mutransfer.analysis.optimum import GroupOptimum
+from mutransfer.analysis.slopes import Line, ols, t_interval
 
 NEEDS_TWO = "needs at least two widths"
 
@@ -27,16 +26,12 @@ def widths_text(widths: np.ndarray) -> str:
     return ",".join(str(int(w)) for w in widths)
 
 
-def draw_interval(draws: list[np.ndarray], x: np.ndarray,
-                  percentiles: tuple[float, float] = CI_PERCENTILES) -> tuple[float, float, int]:
-    """Percentile interval of the slopes through draw b of every width; NaN if a width has
-    no draws."""
-    n = min(len(d) for d in draws)
-    if n == 0:
-        return np.nan, np.nan, 0
-    slopes = rowwise_slopes(x, np.stack([d[:n] for d in draws], axis=1))
-    lo, hi = percentile_interval(slopes, percentiles)
-    return lo, hi, int(np.isfinite(slopes).sum())
+def slope_stderr(x: np.ndarray, stderr: np.ndarray) -> float:
+    """Standard error of the least-squares slope through points at `x` whose values have
+    independent standard errors `stderr`."""
+    xc = x - x.mean()
+    c = xc / (xc**2).sum()
+    return float(np.sqrt((c**2 * stderr**2).sum()))
 
 
 def too_few(n_found: int, n_widths: int, what: str) -> str:
@@ -81,34 +76,31 @@ def ols_columns(fit: WidthFit) -> dict:
             "ols_low": lo, "ols_high": hi}
 
 
-def _sources(optima: list[GroupOptimum]) -> str:
-    """Where the widths' noise came from: 'pooled', 'fit', or both joined by '+'."""
-    return "+".join(sorted({g.noise.source for g in optima}))
-
-
 def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
               by_key: dict[tuple, GroupOptimum]) -> dict:
     fit = width_fit(fam, "lr_opt", "an optimum (some LR trained)")
     widths = fit.widths
     row = {**dict(zip(cols, fam_key)), "n_widths": len(widths), "widths": widths_text(widths),
-           **ols_columns(fit), "ci_low": np.nan, "ci_high": np.nan, "ci_method": "",
-           "n_draws": 0, "boot_low": np.nan, "boot_high": np.nan, "n_boot": 0,
-           "n_edge": int(fit.rows["edge"].sum()), "note": fit.note}
+           **ols_columns(fit), "ci_low": np.nan, "ci_high": np.nan, "se": np.nan,
+           "ci_method": "", "ci_df": 0, "n_edge": int(fit.rows["edge"].sum()),
+           "note": fit.note}
     if fit.line is None:
         return row
     optima = [by_key[(*fam_key, w)] for w in widths]
-    lo, hi, n = draw_interval([g.draws_log2 for g in optima], fit.x)
-    b_lo, b_hi, n_b = draw_interval([g.boot_log2 for g in optima], fit.x,
-                                    expanded_percentiles(min(g.n_seeds for g in optima)))
-    row.update(ci_low=lo, ci_high=hi, n_draws=n, ci_method=_sources(optima) if n else "",
-               boot_low=b_lo, boot_high=b_hi, n_boot=n_b)
+    stderr = np.array([g.stderr for g in optima])
     notes = []
     if row["n_edge"]:
         notes.append(f"{row['n_edge']} of {len(widths)} optima on the grid edge: slope is a "
                      "bound, no interval")
-    elif n == 0:
-        missing = [str(int(w)) for w, g in zip(widths, optima) if not len(g.draws_log2)]
+    elif not np.isfinite(stderr).all():
+        missing = [str(int(w)) for w, e in zip(widths, stderr) if not np.isfinite(e)]
         notes.append(f"no interval: lr* at width {','.join(missing)} has none")
+    else:
+        noise = optima[0].noise  # one per family
+        se = slope_stderr(fit.x, stderr)
+        half = noise.t * se
+        row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
+                   ci_method=noise.source, ci_df=noise.df)
     row["note"] = "; ".join(notes)
     return row
 

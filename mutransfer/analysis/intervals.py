@@ -1,20 +1,25 @@
-"""How noisy a group's loss curve is, and intervals for its optimal LR drawn from that noise.
+"""How well each lr* is known: the seeds' disagreement about the optimum, pooled over a family.
 
-The seed bootstrap alone cannot carry an interval with few seeds: S seeds have C(2S-1, S)
-distinct resamples (3 for two seeds, 10 for three), so its "95% interval" is a percentile of a
-handful of values. The noise of the curve is better estimated from every cell at once:
+Each seed's pull on lr* is the jackknife's: (seeds - 1) x how far lr* moves when the curve is
+refitted without that seed (where such a refit finds no optimum, the seed's residuals projected
+on the fitted curve's derivatives stand in: fit.seed_deviations). Their spread measures
+everything that makes lr* uncertain at once: the noise of the points inside the fit's window
+(however it grows away from the optimum: points outside the window never enter), and a
+seed-specific optimum (a seed whose whole curve sits a little left or right), which shifts every
+point of that seed together and which no per-point noise estimate sees.
 
-  pooled  the residuals of loss = cell mean + seed offset over all trained cells of the group
-          (at least two seeds): (cells - 1) x (seeds - 1) degrees of freedom with every seed
-          at every LR, e.g. 9 for ten LRs and two seeds;
-  fit     without replicates (one seed, or Optuna LRs that no two seeds share): the residuals
-          of the quadratic fit itself (fitted points - 3 degrees of freedom). They also hold
-          any misfit of the parabola, so this interval errs wide.
+Two seeds give one degree of freedom per width, so the seeds' variance is pooled over the
+widths of a family (one parameterization and setting of the other axes, on one LR grid):
+    s^2 = sum over widths and seeds of deviation^2 / sum over widths of (seeds - 1),
+and lr* at a width with S seeds has standard error sqrt(s^2 / S) in log2 LR, its 95% interval
+lr* -/+ t(df) x s.e. with df = sum (seeds - 1) (e.g. 3 for three widths of two seeds: t = 3.18).
+The pooling assumes the widths of a family are about equally noisy around their optima; a
+width that is not enlarges its neighbours' intervals and narrows its own.
 
-Intervals are then a parametric bootstrap: each draw scales the noise by sqrt(df / chi2_df)
-(the uncertainty of the noise estimate itself, which makes the draws t-like), adds Gaussian
-noise of that size to every fitted cell mean, and refits lr* the same way as the point
-estimate (argmin, window, parabola); the interval is the 2.5-97.5 percentiles of the draws.
+Without replicates (one seed) the fit's own residuals stand in for the seeds: per-point noise
+from the weighted residuals, pooled the same way (points in the window - parameters, per width),
+through the fit's model variance of v. They also hold any misfit of the curve, so this interval
+errs wide. No interval with fewer than MIN_NOISE_DF degrees of freedom.
 """
 
 from __future__ import annotations
@@ -24,114 +29,118 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mutransfer.analysis.cells import CellStats, SeedLrArrays
-from mutransfer.analysis.fit import OptimumFit, fit_optimum
+from mutransfer.analysis.fit import (
+    MIN_SIDE,
+    N_PARAMS,
+    OptimumFit,
+    model_variance,
+    residual_variance,
+    seed_deviations,
+)
 from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
-POOLED, FIT = "pooled", "fit"
+SEEDS, FIT = "seeds", "fit"
+LEVEL = 0.95
+
+
+@dataclass
+class Spread:
+    """What one group contributes to its family's noise estimate."""
+
+    deviations: np.ndarray   # (S,) each seed's pull on log2 lr* (NaN: no fitted optimum)
+    model_var: float         # v's variance per unit noise variance (the one-seed fallback)
+    rss: float               # weighted residual sum of squares of the mean curve's fit
+    rss_scale: float         # rss's expectation per unit noise variance
+    df_fit: int              # points in the window - parameters
+
+    @property
+    def n_seeds(self) -> int:
+        return int(np.isfinite(self.deviations).sum())
+
+
+def seed_pulls(left_out: np.ndarray, linear: np.ndarray) -> np.ndarray:
+    """Each seed's pull on lr* from the jackknife: (S - 1) x (mean of the leave-one-out lr* -
+    lr* without that seed), which is how far that seed alone moves it to first order and keeps
+    what a first-order projection misses (the skew of an optimum on a flat side, the shape a
+    seed changes). `linear` (the first-order pulls) stands in where a refit has no optimum."""
+    s = len(left_out)
+    ok = np.isfinite(left_out)
+    if s < 2 or ok.sum() < 2:
+        return linear
+    return np.where(ok, (s - 1) * (left_out[ok].mean() - left_out), linear)
+
+
+def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
+                 fit: OptimumFit, left_out: np.ndarray) -> Spread:
+    """The spread of one group (`fit`: the one-row fit of its mean `curve` (L,);
+    `seed_loss` (S, L): each seed's loss at the usable LRs, NaN elsewhere; `left_out` (S,):
+    lr* refitted without each seed)."""
+    if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
+        # one LR on a side of the optimum: where the curve turns there rests on one point
+        return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
+    dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
+    df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
+    rss, scale = residual_variance(log2_lr, curve, fit)
+    model_var = model_variance(log2_lr, fit)
+    if not model_var > 0:  # a singular design (NaN) or round-off: the optimum is not located
+        return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
+    return Spread(dev, model_var, rss, scale, df_fit)
 
 
 @dataclass
 class Noise:
-    """The noise of one group's cell means: `sd` per LR (NaN where not fitted)."""
+    """A family's pooled noise: the variance behind every width's standard error."""
 
-    source: str          # POOLED, FIT, or "" when there is none to use
-    sigma: float         # pooled: per-trial sd; fit: sd of a cell mean about the parabola
-    df: int              # degrees of freedom of sigma
-    sd: np.ndarray       # (L,) sd of each cell's mean
-    why: str = ""        # why there is none
+    source: str      # SEEDS, FIT, or "" when there is none to use
+    var: float       # of one point of one seed (loss^2): from the seeds, or the residuals
+    df: int
+    why: str = ""    # why there is none
 
+    def stderr(self, spread: Spread) -> float:
+        """The standard error of one group's log2 lr*, NaN where it has no fitted optimum."""
+        if not self.source or not np.isfinite(spread.model_var):
+            return math.nan
+        if self.source == SEEDS:
+            n = spread.n_seeds
+            return math.sqrt(self.var * spread.model_var / n) if n else math.nan
+        return math.sqrt(self.var * spread.model_var)
 
-def seed_components(mask: np.ndarray) -> int:
-    """Connected groups of seeds (linked when they share a cell in `mask` (S, L)); seeds with
-    no cell are not counted. Each group has its own free offset level."""
-    seeds = np.flatnonzero(mask.any(axis=1))
-    share = (mask.astype(int) @ mask.T.astype(int)) > 0
-    seen: set[int] = set()
-    n = 0
-    for s in seeds:
-        if s in seen:
-            continue
-        n += 1
-        stack = [s]
-        while stack:
-            t = stack.pop()
-            if t in seen:
-                continue
-            seen.add(t)
-            stack += [u for u in np.flatnonzero(share[t]) if u not in seen]
-    return n
+    @property
+    def t(self) -> float:
+        return t_quantile(LEVEL, self.df) if self.source else math.nan
 
 
-def pooled_variance(arr: SeedLrArrays, stats: CellStats) -> tuple[float, int]:
-    """(variance of one trial's loss about its cell mean + seed offset, degrees of freedom)
-    over the group's trained cells, for the identity resample `stats`."""
-    fit = stats.usable[0]
-    n = arr.n_loss * fit[None]
-    pred = np.nan_to_num(stats.mean_loss[0])[None] + stats.offsets[0][:, None]
-    rss = float(np.where(n > 0, arr.loss_sq - 2 * pred * arr.loss_sum + n * pred**2, 0.0).sum())
-    mask = n > 0
-    params = int(fit.sum()) + int(mask.any(axis=1).sum()) - seed_components(mask)
-    df = int(n.sum()) - params
-    return (max(rss, 0.0) / df if df > 0 else np.nan), df
-
-
-def group_noise(arr: SeedLrArrays, stats: CellStats, fit: OptimumFit) -> Noise:
-    """Pooled noise when it has MIN_NOISE_DF degrees of freedom, else the fit's residuals
-    when they do, else none (and why)."""
-    usable = stats.usable[0]
-    var, df = pooled_variance(arr, stats)
+def family_noise(spreads: list[Spread]) -> Noise:
+    """Pool the seeds' deviations of a family's widths (FIT: the residuals without replicates)."""
+    fitted = [s for s in spreads if np.isfinite(s.model_var)]
+    dev = [s.deviations[np.isfinite(s.deviations)] for s in fitted]
+    dev = [d - d.mean() if len(d) else d for d in dev]  # ~0 already: every seed, every LR
+    df = sum(max(len(d) - 1, 0) for d in dev)
     if df >= MIN_NOISE_DF:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sd = np.where(usable, np.sqrt(var / stats.n_loss[0]), np.nan)
-        return Noise(POOLED, float(np.sqrt(var)), df, sd)
-    df_fit = int(fit.n_points[0]) - 3
-    if df_fit >= MIN_NOISE_DF and np.isfinite(fit.rss[0]):
-        sigma = float(np.sqrt(fit.rss[0] / df_fit))
-        return Noise(FIT, sigma, df_fit, np.where(usable, sigma, np.nan))
-    seeds = int(arr.n_loss.any(axis=1).sum())
-    if seeds < 2:
-        why = (f"one seed, and the fit's residuals have {max(df_fit, 0)} df (needs "
-               f"{MIN_NOISE_DF})")
+        # each width's deviations in units of its own design's variance (points inside the
+        # window, how far they reach on each side): the noise is pooled, not the precision
+        ss = sum((d**2).sum() / s.model_var for d, s in zip(dev, fitted) if len(d))
+        return Noise(SEEDS, float(ss / df), df)
+    df_fit = sum(max(s.df_fit, 0) for s in fitted)
+    if df_fit >= MIN_NOISE_DF and not any(len(d) > 1 for d in dev):
+        rss = sum(s.rss for s in fitted if s.df_fit > 0)
+        scale = sum(s.rss_scale for s in fitted if s.df_fit > 0)
+        return Noise(FIT, float(rss / scale), df_fit)
+    if not fitted:
+        return Noise("", math.nan, 0, "no width has a fitted optimum")
+    if any(len(d) > 1 for d in dev):
+        why = (f"the seeds' spread has {df} df over the family's widths (needs "
+               f"{MIN_NOISE_DF}): add seeds or widths")
     else:
-        why = (f"too few replicates to estimate the noise: pooled df {max(df, 0)}, fit df "
-               f"{max(df_fit, 0)} (needs {MIN_NOISE_DF})")
-    return Noise("", np.nan, max(df, 0), np.full(len(usable), np.nan), why)
+        why = (f"one seed, and the fits' residuals have {df_fit} df over the family's widths "
+               f"(needs {MIN_NOISE_DF}): add seeds")
+    return Noise("", math.nan, 0, why)
 
 
-def noise_draws(log2_lr: np.ndarray, curve: np.ndarray, noise: Noise, n_draws: int,
-                rng: np.random.Generator, k: int) -> np.ndarray:
-    """log2 lr* of `n_draws` curves: `curve` (L,) plus noise of the estimated size, refitted."""
-    if not noise.source or n_draws <= 0:
-        return np.empty(0)
-    scale = np.sqrt(noise.df / rng.chisquare(noise.df, n_draws))
-    z = rng.standard_normal((n_draws, len(curve)))
-    y = curve[None, :] + scale[:, None] * noise.sd[None, :] * z
-    return fit_optimum(log2_lr, y, k).log2_lr
-
-
-def percentile_interval(draws: np.ndarray, percentiles: tuple[float, float]) -> tuple[float, float]:
-    """(low, high) percentiles of the finite draws; NaNs when there are none."""
-    finite = draws[np.isfinite(draws)]
-    if len(finite) == 0:
-        return np.nan, np.nan
-    lo, hi = np.percentile(finite, percentiles)
-    return float(lo), float(hi)
-
-
-def expanded_percentiles(n_seeds: int, level: float = 0.95) -> tuple[float, float]:
-    """Percentiles of the seed bootstrap's "expanded percentile interval" (Hesterberg 2015,
-    "What teachers should know about the bootstrap", sec. 5.3): the plain percentile interval
-    of n resamples is too narrow by about sqrt((n-1)/n) and uses z where t(n-1) is due, so
-    the percentiles move out to where a normal quantile equals sqrt(n/(n-1)) t(level, n-1)."""
-    if n_seeds < 2:  # nothing to resample: no bootstrap, and no expansion to compute
-        return 50.0 * (1.0 - level), 100.0 - 50.0 * (1.0 - level)
-    z = math.sqrt(n_seeds / (n_seeds - 1)) * t_quantile(level, n_seeds - 1)
-    tail = 100.0 * 0.5 * (1.0 + math.erf(-z / math.sqrt(2.0)))
-    return tail, 100.0 - tail
-
-
-def distinct_resamples(n_seeds: int) -> int:
-    """Distinct multisets of n seeds drawn from n with replacement: C(2n-1, n)."""
-    return math.comb(2 * n_seeds - 1, n_seeds) if n_seeds > 0 else 0
+def t_interval(center: float, stderr: float, noise: Noise) -> tuple[float, float]:
+    """center -/+ t(df) x stderr, NaNs without a standard error."""
+    if not np.isfinite(stderr):
+        return math.nan, math.nan
+    half = noise.t * stderr
+    return center - half, center + half

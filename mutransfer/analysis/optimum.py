@@ -1,16 +1,14 @@
 """Optimal LR per group with its interval, an edge flag, and the cell table.
 
-lr* is fitted to the trained cells only (every seed that ran the LR trained; see cells.py).
-Its interval comes from the noise of the whole curve (intervals.py); the bootstrap over seeds
-is also reported, but only with MIN_SEEDS_BOOT seeds or more, where it has enough distinct
-resamples to mean something.
+lr* is fitted to the trained cells only (every seed that ran the LR trained; see cells.py), by
+the windowed curve fit of fit.py. Its interval comes from the seeds' disagreement about the
+optimum, pooled over the family's widths (intervals.py).
 """
 
 from __future__ import annotations
 
-import json
-import zlib
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -22,18 +20,11 @@ from mutransfer.analysis.cells import (
     cell_stats,
     seed_lr_arrays,
 )
-from mutransfer.analysis.fit import OptimumFit, fit_optimum
+from mutransfer.analysis.fit import MIN_SIDE, OptimumFit, fit_optimum
 from mutransfer.analysis.groups import Prepared, as_key
-from mutransfer.analysis.intervals import (
-    Noise,
-    expanded_percentiles,
-    group_noise,
-    noise_draws,
-    percentile_interval,
-)
-from mutransfer.analysis_defaults import MIN_SEEDS_BOOT
+from mutransfer.analysis.intervals import Noise, Spread, family_noise, group_spread, t_interval
+from mutransfer.analysis_defaults import FIT_WINDOW
 
-CI_PERCENTILES = (2.5, 97.5)
 SAMPLED_SEARCHES = ("optuna",)  # searches whose LRs are samples, not points of a shared grid
 
 
@@ -44,35 +35,27 @@ class GroupOptimum:
     key: tuple               # family values..., width
     arrays: SeedLrArrays
     stats: CellStats         # all seeds, one row
-    fit: OptimumFit          # all seeds, one row
-    noise: Noise             # the curve's noise, which the interval draws from
-    draws_log2: np.ndarray   # (n,) log2 lr* of noise draws; empty when there is no interval
-    boot_log2: np.ndarray    # (n,) log2 lr* per seed resample; empty below MIN_SEEDS_BOOT seeds
+    fit: OptimumFit          # one row
+    spread: Spread           # what the group tells of the noise
     edge_side: str = ""      # 'low' | 'high' | 'only' | '' (see edge_of)
     edge_hint: str = ""
+    noise: Noise = field(default_factory=lambda: Noise("", math.nan, 0, "not pooled yet"))
 
     @property
     def n_seeds(self) -> int:
         return len(self.arrays.seeds)
 
+    @property
+    def log2_opt(self) -> float:
+        return float(self.fit.log2_lr[0])
 
-def _rng(seed: int, key: tuple, stream: int) -> np.random.Generator:
-    """A generator per group and stream, fixed by the base seed and the group's key
-    (independent of the order groups are analysed in)."""
-    text = json.dumps([str(v) for v in key])
-    return np.random.default_rng([seed, zlib.crc32(text.encode()), stream])
+    @property
+    def stderr(self) -> float:
+        """Standard error of log2 lr*; NaN for a bound (edge) or without noise."""
+        return math.nan if self.edge_side else self.noise.stderr(self.spread)
 
-
-def bootstrap_log2(arr: SeedLrArrays, n_boot: int, rng: np.random.Generator,
-                   k: int) -> np.ndarray:
-    """log2 lr* of `n_boot` resamples of the group's seeds drawn with replacement (each
-    resample judges its cells afresh: a cell is trained when no drawn seed diverged there)."""
-    n_seeds = len(arr.seeds)
-    if n_boot <= 0 or n_seeds < 2:
-        return np.empty(0)
-    idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    stats = cell_stats(arr, idx)
-    return fit_optimum(arr.log2_lr, stats.usable_loss, k).log2_lr
+    def interval_log2(self) -> tuple[float, float]:
+        return t_interval(self.log2_opt, self.stderr, self.noise)
 
 
 def edge_of(stats: CellStats, fit: OptimumFit) -> tuple[str, str]:
@@ -93,22 +76,46 @@ def edge_of(stats: CellStats, fit: OptimumFit) -> tuple[str, str]:
     return "", ""
 
 
-def optimum_of(group: pd.DataFrame, key: tuple, n_boot: int, seed: int, k: int,
-               lrs: np.ndarray | None = None) -> GroupOptimum:
-    """lr*, its noise draws and seed bootstrap for one group; `lrs`: the family's grid."""
-    arr = seed_lr_arrays(group, lrs)
-    stats = cell_stats(arr, all_seeds(arr))
-    fit = fit_optimum(arr.log2_lr, stats.usable_loss, k)
-    noise = group_noise(arr, stats, fit)
-    side, hint = edge_of(stats, fit)
-    draws = np.empty(0)
-    if not side and fit.argmin[0] >= 0:  # an optimum on the edge is a bound: no interval
-        draws = noise_draws(arr.log2_lr, stats.usable_loss[0], noise, n_boot,
-                            _rng(seed, key, 1), k)
-    boot = np.empty(0)
-    if len(arr.seeds) >= MIN_SEEDS_BOOT:
-        boot = bootstrap_log2(arr, n_boot, _rng(seed, key, 0), k)
-    return GroupOptimum(key, arr, stats, fit, noise, draws, boot, side, hint)
+def seed_curves(arr: SeedLrArrays, stats: CellStats) -> np.ndarray:
+    """(S, L) each seed's mean loss at the usable LRs, NaN elsewhere."""
+    return np.where(stats.usable[0][None, :], arr.seed_mean, np.nan)
+
+
+def optima_of(groups: list[tuple[tuple, SeedLrArrays]], window: float) -> list[GroupOptimum]:
+    """lr* and the spread of groups that share their LRs, fitted in one call."""
+    stats = [cell_stats(arr, all_seeds(arr)) for _, arr in groups]
+    curves = np.vstack([st.usable_loss[0] for st in stats])
+    log2_lr = groups[0][1].log2_lr
+    fits = fit_optimum(log2_lr, curves, window)
+    left_out = leave_one_out(groups, window)
+    out = []
+    for i, ((key, arr), st) in enumerate(zip(groups, stats)):
+        fit = fits.row(i)
+        spread = group_spread(log2_lr, seed_curves(arr, st), curves[i], fit, left_out[i])
+        side, hint = edge_of(st, fit)
+        out.append(GroupOptimum(key, arr, st, fit, spread, side, hint))
+    return out
+
+
+def leave_one_out(groups: list[tuple[tuple, SeedLrArrays]], window: float
+                  ) -> list[np.ndarray]:
+    """Per group: (S,) log2 lr* of its curve refitted without each seed (its seed-adjusted
+    mean over the other seeds; NaN where that fit has no optimum, or with one seed)."""
+    rows, owner = [], []
+    for i, (_, arr) in enumerate(groups):
+        n = len(arr.seeds)
+        if n >= 2:
+            others = np.array([[t for t in range(n) if t != s] for s in range(n)])
+            rows.append(cell_stats(arr, others).usable_loss)
+            owner += [i] * n
+    out = [np.full(len(arr.seeds), np.nan) for _, arr in groups]
+    if rows:
+        fits = fit_optimum(groups[0][1].log2_lr, np.vstack(rows), window)
+        found = np.where(fits.fitted, fits.log2_lr, np.nan)
+        owner = np.array(owner)
+        for i in np.unique(owner):
+            out[i] = found[owner == i]
+    return out
 
 
 def family_grids(prep: Prepared) -> dict[tuple, np.ndarray]:
@@ -121,12 +128,26 @@ def family_grids(prep: Prepared) -> dict[tuple, np.ndarray]:
             for k, g in grid.groupby(prep.family_cols, sort=True, dropna=False)}
 
 
-def group_optima(prep: Prepared, n_boot: int, seed: int, k: int) -> list[GroupOptimum]:
+def group_optima(prep: Prepared, window: float = FIT_WINDOW) -> list[GroupOptimum]:
+    """Every group's optimum, each with its family's pooled noise (groups on one LR grid are
+    fitted together: the fit is vectorised over rows)."""
     grids = family_grids(prep)
-    out = []
+    by_grid: dict[bytes, list[tuple[tuple, SeedLrArrays]]] = {}
+    order = []
     for key, group in prep.trials.groupby(prep.group_cols, sort=True, dropna=False):
         key = as_key(key)
-        out.append(optimum_of(group, key, n_boot, seed, k, grids.get(key[:-1])))
+        arr = seed_lr_arrays(group, grids.get(key[:-1]))
+        by_grid.setdefault(arr.lrs.tobytes(), []).append((key, arr))
+        order.append(key)
+    found = {g.key: g for groups in by_grid.values() for g in optima_of(groups, window)}
+    out = [found[key] for key in order]
+    families: dict[tuple, list[GroupOptimum]] = {}
+    for g in out:
+        families.setdefault(g.key[:-1], []).append(g)
+    for members in families.values():
+        noise = family_noise([g.spread for g in members if not g.edge_side])
+        for g in members:
+            g.noise = noise
     return out
 
 
@@ -155,37 +176,44 @@ def lr_ranges(lrs: np.ndarray, mask: np.ndarray) -> str:
 
 def interval_note(g: GroupOptimum) -> str:
     """Why the group has no interval, or ''."""
-    if g.fit.argmin[0] < 0 or len(g.draws_log2):
+    if g.fit.argmin[0] < 0 or np.isfinite(g.stderr):
         return ""
     if g.edge_side:
         return "no interval: an optimum on the edge is a bound"
-    if not g.noise.source:
-        return f"no interval: {g.noise.why}"
-    return "no interval: no draws asked for (--bootstrap 0)"
+    if not g.fit.fitted[0]:
+        return ("no interval: the curve has no minimum inside its window (too few LRs trained "
+                "around the argmin, or the loss does not rise on both sides)")
+    if g.fit.sides[0] < MIN_SIDE:
+        return ("no interval: one trained LR on a side of lr* inside its window, so the "
+                "curve's shape there rests on one point: extend the LR range or refine it")
+    if not np.isfinite(g.spread.model_var):
+        return "no interval: the LRs inside the window do not locate the optimum"
+    return f"no interval: {g.noise.why}"
 
 
 def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
-    lo, hi = percentile_interval(g.draws_log2, CI_PERCENTILES)
-    b_lo, b_hi = percentile_interval(g.boot_log2, expanded_percentiles(g.n_seeds))
+    lo, hi = g.interval_log2()
     partial, not_run = s.partial[0], ~s.run[0]
     notes = [g.edge_hint, interval_note(g)]
     if partial.any():
         notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial)}")
     if not_run.any():
         notes.append(f"not run at this width: {lr_ranges(arr.lrs, not_run)}")
+    fitted = bool(g.fit.fitted[0])
     return {
         **dict(zip(cols, g.key)),
-        "lr_opt": float(2.0 ** g.fit.log2_lr[0]),
+        "lr_opt": float(2.0 ** g.log2_opt),
         "ci_low": 2.0**lo,
         "ci_high": 2.0**hi,
-        "ci_method": g.noise.source if len(g.draws_log2) else "",
-        "noise_df": g.noise.df,
-        "noise_sd": g.noise.sigma,
-        "boot_low": 2.0**b_lo,
-        "boot_high": 2.0**b_hi,
-        "method": ("quadratic" if g.fit.quadratic[0] else "argmin") if am >= 0 else "none",
+        "se_log2": g.stderr,
+        "ci_method": g.noise.source if np.isfinite(g.stderr) else "",
+        "ci_df": g.noise.df if np.isfinite(g.stderr) else 0,
+        "method": (str(g.fit.shape[0]) if fitted else "argmin") if am >= 0 else "none",
+        "asymmetry": float(g.fit.params[0, 2]) if fitted else np.nan,
+        "curvature": float(g.fit.params[0, 1]) if fitted else np.nan,
+        "n_fit_points": int(g.fit.n_points[0]) if fitted else 0,
         "lr_argmin": float(arr.lrs[am]) if am >= 0 else np.nan,
         "best_loss": float(s.mean_loss[0, am]) if am >= 0 else np.nan,
         "loss_at_opt": float(g.fit.loss[0]),
@@ -195,8 +223,6 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "n_lrs_not_run": int(not_run.sum()),
         "lrs_not_run": lr_ranges(arr.lrs, not_run),
         "n_seeds": g.n_seeds,
-        "n_draws": int(np.isfinite(g.draws_log2).sum()),
-        "n_boot": int(np.isfinite(g.boot_log2).sum()),
         "edge": bool(g.edge_side),
         "edge_side": g.edge_side,
         "note": "; ".join(n for n in notes if n),

@@ -11,6 +11,7 @@ from matplotlib.lines import Line2D
 
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.fit import phi
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.plotstyle import (
     family_colors,
@@ -68,8 +69,19 @@ def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> None:
         ax.plot(x, np.full(len(x), y), marker, ls="", clip_on=False, zorder=4, **kw)
 
 
+def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
+    """The curve lr* was fitted to, dashed, across its window."""
+    if not np.isfinite(o["curvature"]):
+        return
+    v = math.log2(o["lr_opt"])
+    x = np.linspace(v - window, v + window, 80)
+    y = o["loss_at_opt"] + o["curvature"] * phi(x - v, np.float64(o["asymmetry"]))
+    keep = y <= top
+    ax.plot(2.0 ** x[keep], y[keep], "--", lw=0.9, color=color, alpha=0.8, zorder=2)
+
+
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float]) -> None:
+                ylim: tuple[float, float], window: float) -> None:
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
@@ -89,6 +101,7 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
                  mew=1.5, color=color)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
+            _fitted_curve(ax, o.iloc[0], window, top, color)
             face = "white" if o["edge"].iloc[0] else color
             ax.plot(o["lr_opt"], np.minimum(o["loss_at_opt"], top), "*", ms=14, mfc=face,
                     mec="black", mew=0.8, zorder=5)
@@ -99,15 +112,16 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
 
 def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     """A panel per family, a line per width through the LRs where every seed trained; stars at
-    lr*, partially diverged LRs as hollow diamonds (mean of the seeds that trained), diverged
-    LRs as x on the top edge, LRs not run at a width as ticks on the bottom edge."""
+    lr* and the curve it was fitted to (dashed, across its window), partially diverged LRs as
+    hollow diamonds (mean of the seeds that trained), diverged LRs as x on the top edge, LRs
+    not run at a width as ticks on the bottom edge."""
     fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
     opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi))
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window)
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
@@ -116,6 +130,7 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
                for w in a.widths]
     handles += [
         Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
+        Line2D([], [], ls="--", lw=0.9, color="grey", label="fitted curve"),
         Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="black",
                label="lr* on grid edge"),
         Line2D([], [], ls="", marker="D", ms=5, mfc="white", mec="grey", mew=1.4,

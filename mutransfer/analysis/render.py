@@ -13,7 +13,7 @@ import pandas as pd
 from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import NEEDS_TWO
-from mutransfer.analysis_defaults import MIN_NOISE_DF, MIN_SEEDS_BOOT
+from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 
 @dataclass
@@ -36,31 +36,30 @@ CELLS = ("A cell (one LR at one width) is trained when every seed that ran it tr
 
 def lr_opt_section(a: Analysis) -> Section:
     caption = (
-        f"Optimal LR per ({_group_words(a)}): a quadratic in log2 LR fitted to the "
-        f"seed-adjusted mean final eval loss at the {a.fit_points} trained LRs nearest the "
-        "argmin, or at every trained LR within one octave of it if more; its vertex when it "
-        "opens upward inside the fitted span, else the argmin. Only trained cells enter: "
-        "partially diverged, diverged and not-run LRs are left out (and named in the note). "
-        + CELLS + " "
-        f"Interval: 2.5-97.5 percentiles of lr* refitted to {a.n_boot} noisy copies of the "
-        "curve, the noise (noise column) estimated from every trained cell at once: pooled = "
-        "the seeds' scatter about cell mean + seed offset, fit = the parabola's residuals "
-        "(when there are no replicates); df its degrees of freedom, none below "
-        f"{MIN_NOISE_DF}. No interval for an optimum on the edge (a bound). The seed bootstrap "
-        f"is shown from {MIN_SEEDS_BOOT} seeds on (C(2S-1, S) distinct resamples: 3 for two "
-        f"seeds, 10 for three, 126 for five). edge: the argmin is the smallest (low) or largest "
-        "(high) LR that trained.")
+        f"Optimal LR per ({_group_words(a)}): the minimum of a curve fitted to the "
+        "seed-adjusted mean final eval loss against log2 LR inside a window of "
+        f"+-{a.fit_window:g} octaves centred on the optimum itself (tricube weights, moved "
+        "until the optimum stops moving): an asymmetric bowl c + A (e^(k t) - 1 - k t) 2/k^2, "
+        "t = log2 LR - log2 lr*, k > 0 rising faster above lr* (asymmetry k; a parabola at "
+        "k = 0, used when the window holds three LRs), else the argmin. Only trained cells "
+        "enter: partially diverged, diverged and not-run LRs are left out (and named in the "
+        "note). " + CELLS + " "
+        "95% interval: lr* -/+ t x s.e., the s.e. from how far each seed alone pulls the "
+        "fitted optimum, pooled over the family's widths (from: seeds and the degrees of "
+        "freedom, sum of seeds - 1 per width); with one seed, from the fits' residuals (fit). "
+        f"None below {MIN_NOISE_DF} df, and none for an optimum on the edge (a bound). edge: "
+        "the argmin is the smallest (low) or largest (high) LR that trained.")
     return Section("lr_opt", "Optimal learning rate", caption, views.view_lr_opt(a))
 
 
 def drift_section(a: Analysis, compact: bool = False) -> Section:
     caption = (
         "Slope of log2 lr* against log2 width (least squares); the LR transfers when it is about "
-        "0, and -1 means lr* ~ 1/width. 95% interval: 2.5-97.5 percentiles of the slopes "
-        "refitted to each width's noise draws of lr* (how well the lr* are known). OLS 95%: "
-        "slope -/+ t x OLS s.e. with df = widths - 2 (the scatter of lr* about the line; with "
-        "df 1, t = 12.7). No interval when a width's optimum is on the edge (the slope is then "
-        "a bound) or has none.")
+        "0, and -1 means lr* ~ 1/width. 95% interval: slope -/+ t x s.e., the s.e. propagated "
+        "from each width's lr* s.e. (how well the lr* are known; from: the noise's source and "
+        "df). OLS 95%: slope -/+ t x OLS s.e. with df = widths - 2 (the scatter of lr* about "
+        "the line; with df 1, t = 12.7). No interval when a width's optimum is on the edge "
+        "(the slope is then a bound) or has none.")
     line = f"drift {NEEDS_TWO} (found one: {a.widths[0]})" if len(a.widths) < 2 else ""
     view = views.view_drift(a, compact) if not line else pd.DataFrame()
     return Section("drift", "Drift of the optimal LR with width", caption, view, line)
@@ -144,8 +143,8 @@ def markdown(a: Analysis) -> str:
 def summary_table(analysis: Analysis) -> str:
     """Compact text: best LR per width and parameterization, then drift per parameterization."""
     a = analysis
-    lines = [f"optimal LR per width (95% interval from {a.n_boot} noise draws, noise: its "
-             "source and df; edge: optimum on the grid edge, widen the LR range)",
+    lines = ["optimal LR per width (95% interval; from: the seeds' spread or the fit's "
+             "residuals, with df; edge: optimum on the grid edge, widen the LR range)",
              text_table(views.view_lr_opt(a, compact=True))]
     flagged = views.flagged_cells(a)
     if flagged:

@@ -14,7 +14,6 @@ from mutransfer.analysis.cells import NOT_RUN, PARTIAL
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.optimum import lr_ranges
-from mutransfer.analysis_defaults import MIN_SEEDS_BOOT
 
 MISSING = "-"
 
@@ -58,27 +57,20 @@ def _source(method: str, df: int) -> str:
     return f"{method}, df {int(df)}" if method else MISSING
 
 
-def _seed_boot(lo: float, hi: float, n_seeds: int, fmt) -> str:
-    """The seed bootstrap's interval, or why there is none."""
-    if n_seeds < MIN_SEEDS_BOOT:
-        return f"n/a ({n_seeds} seed{'s' if n_seeds != 1 else ''} < {MIN_SEEDS_BOOT})"
-    return fmt_interval(lo, hi, fmt)
-
-
 def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.lr_opt
     out = {**_family(a, df), "width": df["width"].astype(str).tolist(),
            "lr*": [fmt_lr(v) for v in df["lr_opt"]],
            "95% interval": [fmt_interval(lo, hi, fmt_lr)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])],
-           "noise": [_source(m, d) for m, d in zip(df["ci_method"], df["noise_df"])],
+           "from": [_source(m, d) for m, d in zip(df["ci_method"], df["ci_df"])],
            "best loss": [fmt_loss(v) for v in df["best_loss"]],
            "edge": df["edge_side"].tolist()}
     if not compact:
         out.update({
-            "seed bootstrap": [_seed_boot(lo, hi, n, fmt_lr) for lo, hi, n
-                               in zip(df["boot_low"], df["boot_high"], df["n_seeds"])],
-            "fit": df["method"].tolist(), "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
+            "fit": df["method"].tolist(),
+            "asymmetry k": [MISSING if not _finite(v) else f"{v:+.2f}" for v in df["asymmetry"]],
+            "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
             "LRs trained": df["n_lrs"].astype(str).tolist(),
             "partial": df["n_lrs_partial"].astype(str).tolist(),
             "diverged": df["n_lrs_diverged"].astype(str).tolist(),
@@ -99,11 +91,9 @@ def view_drift(a: Analysis, compact: bool = False) -> pd.DataFrame:
            "95% interval": [fmt_interval(lo, hi, fmt_slope)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])]}
     if not compact:
+        out["from"] = [_source(m, d) for m, d in zip(df["ci_method"], df["ci_df"])]
         out["OLS 95% (t)"] = [_ols(lo, hi, d)
                               for lo, hi, d in zip(df["ols_low"], df["ols_high"], df["df"])]
-        if df["n_boot"].gt(0).any():
-            out["seed bootstrap"] = [fmt_interval(lo, hi, fmt_slope)
-                                     for lo, hi in zip(df["boot_low"], df["boot_high"])]
     out["note"] = df["note"].tolist()
     return pd.DataFrame(out)
 

@@ -9,14 +9,12 @@ from mutransfer.errors import UserError
 
 def add_analysis_options(p) -> None:
     """Options shared with `mutransfer plot`."""
-    from mutransfer.analysis_defaults import BOOT_SEED, FIT_POINTS, N_BOOT
+    from mutransfer.analysis_defaults import FIT_WINDOW
 
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="a sweep's results folder")
-    p.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
-                   help=f"seed resamples for the intervals (default {N_BOOT}; 0: none)")
-    p.add_argument("--seed", type=int, default=BOOT_SEED, help="RNG seed of the bootstrap")
-    p.add_argument("--fit-points", type=int, default=FIT_POINTS, metavar="K",
-                   help=f"LRs nearest the argmin in the quadratic fit (default {FIT_POINTS})")
+    p.add_argument("--fit-window", type=float, default=FIT_WINDOW, metavar="OCTAVES",
+                   help=f"half-width of the window lr* is fitted in, in octaves of LR around "
+                        f"the optimum (default {FIT_WINDOW:g})")
     p.add_argument("--out", default=None, help="output folder (default RESULTS_DIR/analysis)")
 
 
@@ -27,16 +25,14 @@ def add_arguments(p, name: str) -> None:
 def analysis_from_args(args):
     from mutransfer.analysis import analyze
 
-    if args.bootstrap < 0:
-        raise UserError(f"--bootstrap: must be 0 or more, got {args.bootstrap}")
-    if args.fit_points < 3:
-        raise UserError(f"--fit-points: a quadratic needs at least 3 points, got {args.fit_points}")
+    if not 0.5 <= args.fit_window <= 10:  # NaN fails too
+        raise UserError(f"--fit-window: must be between 0.5 and 10 octaves, got "
+                        f"{args.fit_window:g}")
     from mutransfer.analysis import analysis_dir
     from mutransfer.commands.outputs import check_output_dir
 
     check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
-    return analyze(args.results_dir, n_boot=args.bootstrap, boot_seed=args.seed,
-                   fit_points=args.fit_points)
+    return analyze(args.results_dir, fit_window=args.fit_window)
 
 
 def run(args) -> int:

@@ -105,7 +105,7 @@ def run_sweep(args: SweepArgs) -> int:
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
     """The analysis's optimal-LR and drift summary of the store (`mutransfer analyze` prints
-    the same tables in full); with `analysis`, its bootstrap intervals and plots as well."""
+    the same tables in full); with `analysis`, its plots as well."""
     from mutransfer.results.store import DONE_STATUSES, read_tables
 
     tables = read_tables(location)
@@ -116,7 +116,7 @@ def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
     from mutransfer.analysis import analyze, summary_table
 
     try:
-        result = analyze(location, tables=tables, **({} if analysis else {"n_boot": 0}))
+        result = analyze(location, tables=tables)
         print(summary_table(result), file=out)
     except UserError as exc:  # e.g. every trial failed: says what is missing
         print(f"analysis: {exc}", file=out)

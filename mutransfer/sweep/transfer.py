@@ -10,8 +10,9 @@ its cells form a width x LR x seed grid. The search walks a family's widths upwa
   `window` LRs of the grid nearest the prediction, more when the prediction's standard error
   spans more of the grid;
 - it then widens in grid steps until the best LR has `margin` LRs run on each side (a diverged
-  LR, the grid's end, closes a side: diverged counts as "too high") and the quadratic fit of
-  the analysis around it is bracketed; then the width is *settled* and the next one starts;
+  LR, the grid's end, closes a side: diverged counts as "too high") and every grid LR inside
+  the analysis's fit window around the fitted optimum has run; then the width is *settled*
+  and the next one starts;
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located.
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from mutransfer.analysis.fit import fit_optimum  # the analysis's own estimator (downward)
 from mutransfer.analysis.slopes import ols
-from mutransfer.analysis_defaults import FIT_POINTS
+from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.sweep.grid import Cell
 from mutransfer.sweep.spec import Search
 
@@ -208,24 +209,25 @@ def widen(stats: LRStats, margin: int, window: int) -> set[int]:
     return need
 
 
-def refit_needs(stats: LRStats, log2_lrs: np.ndarray) -> set[int]:
-    """One more LR on each open side while the quadratic fit of the analysis, bracketed on
-    both sides, still has no vertex and fewer than its FIT_POINTS points."""
+def support_needs(stats: LRStats, log2_lrs: np.ndarray, window: float = FIT_WINDOW) -> set[int]:
+    """Grid LRs not run yet that the analysis's fit would use: those within its window
+    (`window` octaves) of the fitted optimum (the argmin's LR while there is none), walking
+    out from the best LR; above it a diverged LR closes the side (nothing above it trains),
+    below it one is skipped (the fit skips it too). Once they are all run, the fit on the
+    search's cells is the fit on the grid's."""
     m = stats.argmin()
-    usable = np.flatnonzero(stats.usable)
-    if m < 0 or not (usable.min() < m < usable.max()):
-        return set()  # one-sided: the analysis reports the argmin (edge or stability edge)
-    fit = fit_optimum(log2_lrs, np.where(stats.usable, stats.loss, np.nan)[None, :],
-                      k=FIT_POINTS)
-    if fit.quadratic[0] or fit.n_points[0] >= FIT_POINTS:
+    if m < 0:
         return set()
-    done = np.flatnonzero(stats.done)
-    need = set()
-    if done.min() > 0:
-        need.add(int(done.min()) - 1)
-    above = done.max() + 1
-    if above < len(stats.done) and not stats.diverged[m:].any():
-        need.add(int(above))
+    centre = log2_optimum(stats, log2_lrs)
+    need: set[int] = set()
+    for side in (-1, 1):
+        i = m + side
+        while 0 <= i < len(log2_lrs) and abs(log2_lrs[i] - centre) < window:
+            if not stats.done[i]:
+                need.add(i)
+            elif stats.diverged[i] and side > 0:
+                break
+            i += side
     return need
 
 
@@ -247,7 +249,7 @@ def log2_optimum(stats: LRStats, log2_lrs: np.ndarray) -> float:
     if stats.argmin() < 0:
         return math.nan
     fit = fit_optimum(log2_lrs, np.where(stats.usable, stats.loss, np.nan)[None, :],
-                      k=FIT_POINTS)
+                      FIT_WINDOW)
     return float(fit.log2_lr[0])
 
 
@@ -281,7 +283,7 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
         plan = WidthPlan(width, False, prediction, (lo, hi), set(range(lo, hi + 1)), stats)
     if plan.to_finish:
         return plan  # the window is not finished: widening waits for all of it
-    extra = widen(stats, options.margin, options.window) or refit_needs(stats, log2_lrs)
+    extra = widen(stats, options.margin, options.window) or support_needs(stats, log2_lrs)
     plan.wanted |= extra
     if extra:
         return plan
