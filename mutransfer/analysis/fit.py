@@ -122,8 +122,10 @@ def _solve(h: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def _wrss(x, y, w, params, penalty=None):
-    r = np.where(w > 0, np.nan_to_num(y) - model(x, params), 0.0)
-    out = (w * r * r).sum(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # a wild trial step may overflow: its cost is then inf and the step is refused
+        r = np.where(w > 0, np.nan_to_num(y) - model(x, params), 0.0)
+        out = (w * r * r).sum(axis=1)
     if penalty is not None:
         out = out + penalty * params[:, 2] ** 2
     return out
