@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
+from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.fit import phi
 from mutransfer.analysis.groups import as_key, family_label
@@ -81,7 +82,7 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float) -> None:
+                ylim: tuple[float, float], window: float, choice: Choice = Choice()) -> None:
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
@@ -101,12 +102,15 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
                  mew=1.5, color=color)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
-            _fitted_curve(ax, o.iloc[0], window, top, color)
+            if choice.log:  # a linear target's curve lives in grid steps: not redrawn
+                _fitted_curve(ax, o.iloc[0], window, top, color)
             face = "white" if o["edge"].iloc[0] else color
             ax.plot(o["lr_opt"], np.minimum(o["loss_at_opt"], top), "*", ms=14, mfc=face,
                     mec="black", mew=0.8, zorder=5)
-    log2_axis(ax, "x", cells["lr"].to_numpy())
-    ax.set_xlabel("learning rate (log2 scale)")
+    if choice.log:
+        log2_axis(ax, "x", cells["lr"].to_numpy())
+    ax.set_xlabel("learning rate (log2 scale)" if choice.target == "lr" else
+                  f"{choice.target_label}" + (" (log2 scale)" if choice.log else ""))
     ax.grid(alpha=0.3)
 
 
@@ -121,13 +125,13 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window)
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
         ax.set_ylabel("final eval loss (seed-adjusted mean)")
-    handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
-               for w in a.widths]
+    handles = [Line2D([], [], color=colors[w], marker="o", ms=4,
+                      label=f"{a.scale_name('width')} {w}") for w in a.widths]
     handles += [
         Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
         Line2D([], [], ls="--", lw=0.9, color="grey", label="fitted curve"),
@@ -142,7 +146,8 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
         Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
     ]
     fig.legend(handles=handles, loc="outside right center", frameon=False)
-    fig.suptitle("Final eval loss against learning rate, by width")
+    fig.suptitle("Final eval loss against learning rate, by width" if a.choice.is_default
+                 else f"Final eval loss against {a.choice.target}, by {a.scale_name('width')}")
     return save(fig, path)
 
 

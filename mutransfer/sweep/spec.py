@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from mutransfer.analysis_defaults import FIT_POINTS
 from mutransfer.configbase import StrictModel, read_yaml, validate
+from mutransfer.config import AnalysisSection
 
 WidthMap = dict[int, float]
 Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
@@ -141,6 +142,8 @@ class SweepSpec(StrictModel):
     axes: dict[str, Any] = {}
     resources: Resources = Resources()
     search: Search = Search()
+    analysis: AnalysisSection | None = Field(None, description=(
+        "what the analysis reports: the target hyperparameter and the scale axes"))
     retries: int = Field(2, ge=0)  # a failed trial (an exception, a lost worker) runs again
     storage: str | None = Field(None, min_length=1)  # default results/NAME (local) or a URI
     loggers: list[Logger] = Field([], description=(
