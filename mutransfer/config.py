@@ -78,20 +78,6 @@ class TrainConfig(StrictModel):
         return self.steps or 1
 
 
-class AnalysisSection(StrictModel):
-    """The `analysis:` section of a sweep file: what `mutransfer analyze` and `plot` report
-    (mutransfer/analysis/choice.py; the command line's --target and --scale win)."""
-
-    target: str | None = Field(None, min_length=1, description=(
-        "the hyperparameter whose optimum is found at each point of the scale axes: lr "
-        "(default) or any swept numeric axis, e.g. param.overrides.ssm_B.lr_mult or "
-        "train.weight_decay (fitted in log2 when every value is > 0, else linearly)"))
-    scale: list[str] | None = Field(None, min_length=1, description=(
-        "the scale axes (default: width, plus model.n_layer and tokens when the sweep varies "
-        "them); each must vary; tokens = steps x batch_size x seq_len; the first is the x "
-        "axis of the main tables"))
-
-
 class TrialConfig(StrictModel):
     width: int = Field(128, ge=8)
     model: ModelConfig = ModelConfig()

@@ -90,7 +90,7 @@ def sweep_section(yaml_text: str | None) -> dict:
         return {}
     from pydantic import ValidationError
 
-    from mutransfer.config import AnalysisSection
+    from mutransfer.analysis_defaults import AnalysisSection
     from mutransfer.errors import format_validation_error
 
     try:

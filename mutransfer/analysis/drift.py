@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.groups import as_key
-from mutransfer.analysis.optimum import GroupOptimum
 from mutransfer.analysis.intervals import LEVEL
+from mutransfer.analysis.optimum import GroupOptimum
 from mutransfer.analysis.slopes import Line, ols, t_interval
 from mutransfer.analysis.tdist import t_quantile
 

@@ -24,6 +24,8 @@ from mutransfer.analysis.plotstyle import (
     width_colors,
 )
 
+DEFAULT = Choice()
+
 
 def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per family of `df`, in sorted order; `sep` joins the label's parts."""
@@ -82,7 +84,7 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float, choice: Choice = Choice()) -> None:
+                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")

@@ -15,9 +15,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mutransfer.analysis_defaults import FIT_POINTS
+from mutransfer.analysis_defaults import FIT_POINTS, AnalysisSection
 from mutransfer.configbase import StrictModel, read_yaml, validate
-from mutransfer.config import AnalysisSection
 
 WidthMap = dict[int, float]
 Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
