@@ -65,6 +65,7 @@ def test_held_out_check_misses_by_little_and_its_interval_covers_zero(depth):
     assert (h["miss"].abs() < 0.3).all()
 
 
+@pytest.mark.slow  # the figures: ~20 s on a loaded machine
 def test_tables_and_report_follow_the_choice(depth, depth_store, tmp_path):
     text = full_text(depth)
     assert "Drift of lr* per doubling of each scale axis" in text
@@ -132,8 +133,7 @@ def test_training_tokens_as_a_scale_axis(tmp_path):
     assert len(longest) == 2 and (longest["regret"] > 0).all()  # ~1 octave off: it costs
     coef = a.law.coef.set_index("term")
     assert coef.loc["tokens", "ci_low"] < B_TOKENS < coef.loc["tokens", "ci_high"]
-    figs = make_plots(root, analysis=a, out_dir=tmp_path / "p")
-    assert any(p.name == "optimum_vs_scale.png" for p in figs)
+    assert "Drift of lr* per doubling of each scale axis" in full_text(a)
 
 
 def test_linear_target_with_zero(tmp_path):
@@ -149,8 +149,18 @@ def test_linear_target_with_zero(tmp_path):
     assert set(a.cells["lr"]) == set(grid)  # the cells in the target's units
     lo, slope, hi = a.drift.iloc[0][["ci_low", "slope", "ci_high"]]
     assert lo < 0.05 < hi and slope == pytest.approx(0.05, abs=0.015)  # units per doubling
-    figs = make_plots(root, analysis=a, out_dir=tmp_path / "p")
-    assert "optimum_vs_scale.png" in {p.name for p in figs}
+
+
+@pytest.mark.slow  # the figures
+def test_linear_target_figures(tmp_path):
+    grid = [0.0, 0.1, 0.2, 0.3]
+    t = axes_tables({"width": [64, 128]}, "train.weight_decay", grid, lambda p: 0.15,
+                    [0, 1], log=False, curvature=20.0, fixed={"lr": 1e-3})
+    root = write_results(tmp_path, t)
+    figs = make_plots(root, out_dir=tmp_path / "p", analysis=analyze(
+        root, target="train.weight_decay"))
+    names = {p.name for p in figs}
+    assert "optimum_vs_scale.png" in names and "lr_opt_vs_width.png" not in names
 
 
 def test_sweep_file_section_is_read(depth_store, tmp_path):
@@ -210,3 +220,20 @@ def test_law_with_fewer_points_than_parameters_is_a_no_fit_row():
     assert law.coef["estimate"].isna().all()
     assert law.points["log2_law"].isna().all()
     assert (law.holdout["note"].str.startswith("no fit")).all()
+
+
+def test_sweep_file_section_is_checked_against_its_axes(tmp_path):
+    from mutransfer.errors import UserError
+    from mutransfer.sweep.grid import load_plan
+
+    body = "name: t\naxes: {width: [64, 128], lr: [0.001, 0.002], model.n_layer: [2, 4]}\n"
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(body + "analysis: {target: lr, scale: [width, model.n_layer]}\n")
+    assert load_plan(ok).spec.analysis.scale == ["width", "model.n_layer"]
+    for section, field in (("{scale: [width, train.steps]}", "analysis.scale: train.steps"),
+                           ("{target: model.bogus}", "analysis.target: model.bogus"),
+                           ("{scale: [width], extra: 1}", "analysis.extra")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(body + f"analysis: {section}\n")
+        with pytest.raises(UserError, match=field.replace(".", r"\.")):
+            load_plan(bad)

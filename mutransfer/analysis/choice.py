@@ -23,14 +23,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from mutransfer.analysis_defaults import TOKEN_SOURCES
 from mutransfer.errors import UserError
 
 TARGET_DEFAULT = "lr"
 WIDTH = "width"
 DEPTH = "model.n_layer"
 TOKENS = "tokens"
-# the config paths that set the training tokens: a tokens scale axis replaces them as axes
-TOKEN_SOURCES = ("train.steps", "train.tokens", "train.batch_size", "train.seq_len")
 NOT_TARGETS = ("seed", "width", "parameterization", "optimizer")
 
 
