@@ -167,6 +167,10 @@ def _check_scale(trials: pd.DataFrame, name: str, where: str) -> None:
         raise UserError(f"{where} {name}: not a column of the trials table (a scale axis is "
                         f"width, tokens or a swept axis such as {DEPTH})")
     num = pd.to_numeric(values, errors="coerce")
+    if name == TOKENS and num.isna().any():
+        raise UserError(f"{where} {name}: the training tokens of some trials are unknown "
+                        "(neither train.steps x batch_size x seq_len in their stored config nor "
+                        "a tokens column)")
     if num.isna().any() or not (num > 0).all() or not np.allclose(num, np.round(num)):
         raise UserError(f"{where} {name}: a scale axis takes positive whole numbers")
     if num.nunique() < 2:

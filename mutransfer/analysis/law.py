@@ -53,14 +53,14 @@ def design(scales: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((len(scales), 1)), np.log2(scales.astype(float))])
 
 
-def no_fit_reason(scales: np.ndarray) -> str:
+def no_fit_reason(scales: np.ndarray, names: list[str]) -> str:
     """Why these points cannot carry a law, or ''."""
     n, k = scales.shape
     if n < k + 1:
         return f"no fit: {n} points for {k + 1} parameters"
     flat = [j for j in range(k) if np.ptp(scales[:, j]) == 0]
     if flat:
-        return f"no fit: scale axis {flat[0] + 1} takes one value among these points"
+        return f"no fit: {names[flat[0]]} takes one value among these points"
     return ""
 
 
@@ -122,12 +122,12 @@ def _coef_rows(fp: FamilyPoints, fit: LawFit | None, cols: list[str], names: lis
 
 
 def _holdout_row(fp: FamilyPoints, held: np.ndarray, target: np.ndarray, label: str,
-                 cols: list[str]) -> dict:
+                 cols: list[str], names: list[str]) -> dict:
     """Refit without `held` points, predict the `target` points (a subset of `held`)."""
     row = {**dict(zip(cols, fp.key)), "held_out": label, "n_fit": int((~held).sum()),
            "n_held": int(target.sum()), "miss": np.nan, "se": np.nan, "ci_low": np.nan,
            "ci_high": np.nan, "df": 0, "max_abs_miss": np.nan, "note": ""}
-    reason = no_fit_reason(fp.scales[~held])
+    reason = no_fit_reason(fp.scales[~held], names)
     if reason:
         row["note"] = reason
         return row
@@ -156,10 +156,11 @@ def holdout_rows(fp: FamilyPoints, cols: list[str], names: list[str]) -> list[di
     at_max = np.column_stack([fp.scales[:, j] == fp.scales[:, j].max()
                               for j in range(fp.scales.shape[1])])
     for j, name in enumerate(names):
-        rows.append(_holdout_row(fp, at_max[:, j], at_max[:, j], f"largest {name}", cols))
+        rows.append(_holdout_row(fp, at_max[:, j], at_max[:, j], f"largest {name}", cols,
+                                 names))
     any_max, corner = at_max.any(axis=1), at_max.all(axis=1)
     if corner.any():
-        rows.append(_holdout_row(fp, any_max, corner, ALL, cols))
+        rows.append(_holdout_row(fp, any_max, corner, ALL, cols, names))
     return rows
 
 
@@ -188,7 +189,7 @@ def law_tables(lr_opt: pd.DataFrame, pool_cols: list[str], scale_cols: list[str]
     coef, points, hold = [], [], []
     for k, rows in lr_opt.groupby(pool_cols, sort=True, dropna=False):
         fp = family_points(rows, as_key(k), scale_cols)
-        reason = no_fit_reason(fp.scales)
+        reason = no_fit_reason(fp.scales, names)
         fit = None if reason else fit_law(fp.scales, fp.y, fp.se, fp.noise_df)
         if fp.n_left_out and not reason:
             reason = f"{fp.n_left_out} optima left out (on the grid edge or none)"
