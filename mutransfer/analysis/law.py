@@ -1,7 +1,8 @@
 """One law across the scale axes: log2 optimum = a + sum_i b_i log2(scale_i), per family.
 
 Fitted by weighted least squares over the optima with an interval (weights 1/s.e.^2, the
-s.e. of each log2 optimum from intervals.py). When the optima scatter about the law more than
+s.e. of each log2 optimum from intervals.py; an optimum without one is left out and the note
+says so). When the optima scatter about the law more than
 their intervals allow (Birge ratio chi^2 / (n - p) > 1) the covariance is inflated by it and
 the intervals use t with n - p degrees of freedom; otherwise t with the noise's df (`ci_df`).
 Without any interval (no noise estimate), ordinary least squares with t(n - p). Optima on the
@@ -96,7 +97,12 @@ class FamilyPoints:
 
 
 def family_points(rows: pd.DataFrame, key: tuple, scale_cols: list[str]) -> FamilyPoints:
+    """The optima that enter the law: not on the edge, and with an interval where any optimum
+    of the family has one (weights need it); without any, every located optimum (OLS)."""
     ok = np.isfinite(rows["lr_opt"].to_numpy(float)) & ~rows["edge"].to_numpy(bool)
+    has_se = np.isfinite(rows["se_log2"].to_numpy(float)) & (rows["se_log2"].to_numpy(float) > 0)
+    if (ok & has_se).any():
+        ok &= has_se
     r = rows[ok]
     df = r["ci_df"].to_numpy(int)
     return FamilyPoints(key, r[scale_cols].to_numpy(float), np.log2(r["lr_opt"].to_numpy(float)),
@@ -192,7 +198,8 @@ def law_tables(lr_opt: pd.DataFrame, pool_cols: list[str], scale_cols: list[str]
         reason = no_fit_reason(fp.scales, names)
         fit = None if reason else fit_law(fp.scales, fp.y, fp.se, fp.noise_df)
         if fp.n_left_out and not reason:
-            reason = f"{fp.n_left_out} optima left out (on the grid edge or none)"
+            reason = (f"{fp.n_left_out} optima left out (on the grid edge, none, or no "
+                      "interval: see the optimum table)")
         coef += _coef_rows(fp, fit, pool_cols, names, reason)
         points += point_rows(fp, fit, pool_cols, names)
         hold += holdout_rows(fp, pool_cols, names)

@@ -221,6 +221,9 @@ def summary_table(analysis: Analysis) -> str:
     else:
         lines += ["drift: slope of log2 lr* against log2 width (transfer ~ 0)",
                   text_table(drift.view)]
+    for s in scale_sections(a):
+        if s.key in ("scale_drift", "law", "law_holdout"):
+            lines += [s.title, text_table(s.view)]
     return "\n".join(lines)
 
 
