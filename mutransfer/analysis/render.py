@@ -208,7 +208,9 @@ def markdown(a: Analysis) -> str:
 def summary_table(analysis: Analysis) -> str:
     """Compact text: best LR per width and parameterization, then drift per parameterization."""
     a = analysis
-    lines = ["optimal LR per width (95% interval; from: the seeds' spread or the fit's "
+    what = ("optimal LR per width" if a.choice.is_default else
+            f"optimum of {a.choice.target} per {', '.join(a.choice.scale)}")
+    lines = [f"{what} (95% interval; from: the seeds' spread or the fit's "
              "residuals, with df; edge: optimum on the grid edge, widen the LR range)",
              text_table(views.view_lr_opt(a, compact=True))]
     flagged = views.flagged_cells(a)

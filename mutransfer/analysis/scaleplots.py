@@ -53,10 +53,15 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
         slope = float(d["slope"].iloc[0]) if len(d) else np.nan
         text = _line_label(a, key, cols)
         if np.isfinite(slope):
-            text += f": {slope:+.2f}/doubling"
-        ax.errorbar(x, y, yerr=np.clip(np.vstack([y - lo, hi - y]), 0, None), fmt="o-",
-                    color=col, capsize=3, ms=5, lw=1.2, label=text)
+            bound = len(d) and d["n_edge"].iloc[0] > 0
+            text += f": {slope:+.2f}/doubling" + (" (a bound)" if bound else "")
+        ax.errorbar(x, y, yerr=np.clip(np.vstack([y - lo, hi - y]), 0, None), fmt="-",
+                    color=col, capsize=3, lw=1.2, label=text)
         edge = rows["edge"].to_numpy(bool)
+        bare = ~edge & ~np.isfinite(rows["ci_low"].to_numpy(float))
+        sure = ~edge & ~bare
+        ax.plot(x[sure], y[sure], "o", color=col, ms=6)
+        ax.plot(x[bare], y[bare], "s", mfc="white", mec=col, ms=6)
         ax.plot(x[edge], y[edge], "o", mfc="white", mec=col, ms=6)
     _scale_axis(ax, opt[scale_col].to_numpy(float), a.scale_name(scale_col))
     if c.log:
@@ -64,8 +69,8 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
     ax.set_ylabel(f"{c.opt_label}" + (" (log2 scale)" if c.log else ""))
     ax.set_title(f"optimum of {c.target_label} against {a.scale_name(scale_col)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, title="bars: 95% interval; hollow: on the grid edge",
-              title_fontsize=7)
+    ax.legend(fontsize=7, title="bars: 95% interval; hollow circle: on the grid edge (a "
+              "bound);\nhollow square: no interval", title_fontsize=7)
 
 
 def plot_scale_optima(a: Analysis, path: Path) -> Path:
