@@ -153,6 +153,13 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     return save(fig, path)
 
 
+def _x_axis(a: Analysis, ax) -> None:
+    """The width axis, or the first scale axis's values when another is chosen."""
+    width_axis(ax, a.widths)
+    if a.scale_name("width") != "width":
+        ax.set_xlabel(f"{a.scale_name('width')} (log2 scale)")
+
+
 def _fit_line(ax, widths: np.ndarray, slope: float, intercept: float, **kw) -> None:
     if np.isfinite(slope):
         x = np.log2(np.array([widths.min(), widths.max()], float))
@@ -187,11 +194,16 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         ax.plot(opt["width"][bare], y[bare], "s", mfc="white", mec=col, ms=6)
         ax.plot(opt["width"][edge], y[edge], "o", mfc="white", mec=col, ms=6)
         _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], color=col)
-    width_axis(ax, a.widths)
+    _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.lr_opt["ci_low"], a.lr_opt["ci_high"],
                                        a.lr_opt["lr_opt"]]))
-    ax.set_ylabel("optimal learning rate lr* (log2 scale)")
-    ax.set_title("Optimal LR against width (slope 0 = transfer)")
+    if a.choice.is_default:
+        ax.set_ylabel("optimal learning rate lr* (log2 scale)")
+        ax.set_title("Optimal LR against width (slope 0 = transfer)")
+    else:
+        ax.set_ylabel(f"{a.choice.opt_label} (log2 scale)")
+        ax.set_title(f"Optimum of {a.choice.target_label} against {a.scale_name('width')} "
+                     "(slope 0 = transfer)")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     if (~a.lr_opt["edge"] & a.lr_opt["ci_low"].isna()).any():
@@ -231,12 +243,13 @@ def plot_stability(a: Analysis, path: Path) -> Path:
         ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
                 label=None if both.any() else f"{label}: no divergence")
         _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
-    width_axis(ax, a.widths)
+    _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
                                        a.stability["smallest_any_diverged"],
                                        a.stability["smallest_all_diverged"]]))
-    ax.set_ylabel("learning rate (log2 scale)")
-    ax.set_title("Stability boundary against width")
+    ax.set_ylabel("learning rate (log2 scale)" if a.choice.target == "lr"
+                  else f"{a.choice.target_label} (log2 scale)")
+    ax.set_title(f"Stability boundary against {a.scale_name('width')}")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,
