@@ -8,11 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mutransfer.analysis.drift import drift_table
-from mutransfer.analysis.groups import GroupAxes, Prepared, prepare
+from mutransfer.analysis.choice import WIDTH, Choice, resolve, sweep_section
+from mutransfer.analysis.drift import drift_table, scale_drift_table
+from mutransfer.analysis.groups import WIDTH_AXIS, GroupAxes, Prepared, prepare
+from mutransfer.analysis.law import Law, law_tables
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
-from mutransfer.analysis.regret import monotonicity_table, regret_table
+from mutransfer.analysis.regret import monotonicity_table, regret_table, scale_regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
+from mutransfer.analysis.units import to_units
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.errors import UserError
 from mutransfer.results.store import Store, Tables
@@ -41,17 +44,53 @@ class Analysis(GroupAxes):
     steps: pd.DataFrame = field(repr=False)  # the steps table as read, for the training curves
     optima: list[GroupOptimum] = field(repr=False, default_factory=list)
     notes: list[str] = field(default_factory=list)
+    choice: Choice = field(default_factory=Choice)
+    scale_axes: list[str] = field(default_factory=list)  # scale axes besides the width role
+    scale_drift: pd.DataFrame = field(default_factory=pd.DataFrame)
+    scale_regret: pd.DataFrame = field(default_factory=pd.DataFrame)
+    law: Law = field(default_factory=lambda: Law(pd.DataFrame(), pd.DataFrame(),
+                                                 pd.DataFrame()))
+
+    def scale_name(self, col: str) -> str:
+        """How the tables name a scale axis's internal column."""
+        return scale_name(self.choice, col)
 
     @property
     def name(self) -> str:
         """The sweep's name, else the folder's."""
         return self.sweep or str(self.results_dir).rstrip("/").rsplit("/", 1)[-1]
 
+    def column_names(self) -> dict[str, str]:
+        """Internal column -> the name the stored tables give it (the identity by default):
+        the width role is the first scale axis's name, `lr` the target's."""
+        c = self.choice
+        out = {}
+        if c.scale[0] != WIDTH:
+            out.update({"width": c.scale[0], WIDTH_AXIS: WIDTH})
+        if c.target != "lr":
+            out.update({"lr": c.target, "lr_opt": "optimum", "lr_argmin": "argmin"})
+        return out
+
+    def stored_tables(self) -> dict[str, pd.DataFrame]:
+        """The tables as written: columns named after the chosen axes, a `target` column
+        when the target is not the LR."""
+        names = self.column_names()
+        out = {}
+        for stem, df in self.tables().items():
+            df = df.rename(columns=names)
+            if self.choice.target != "lr" and not df.empty:
+                df.insert(0, "target", self.choice.target)
+            out[stem] = df
+        return out
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """The written tables by file stem, in reading order."""
         return {"lr_opt": self.lr_opt, "drift": self.drift, "stability": self.stability,
                 "stability_slope": self.stability_slope, "regret": self.regret,
-                "monotonicity": self.monotonicity, "cells": self.cells}
+                "monotonicity": self.monotonicity, "cells": self.cells,
+                "scale_drift": self.scale_drift, "scale_regret": self.scale_regret,
+                "law": self.law.coef, "law_points": self.law.points,
+                "law_holdout": self.law.holdout}
 
 
 def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables:
@@ -79,13 +118,74 @@ def _notes(prep: Prepared) -> list[str]:
     return notes
 
 
+def scale_name(choice: Choice, col: str) -> str:
+    """The chosen name of a scale axis from its internal column (analysis/groups.py)."""
+    if col == "width":
+        return choice.scale[0]
+    return WIDTH if col == WIDTH_AXIS else col
+
+
+def sweep_text(results_dir: str | Path) -> str | None:
+    """The store's sweep.yaml, when it has one."""
+    try:
+        return Store(str(results_dir).rstrip("/")).read_text("sweep.yaml")
+    except Exception:  # an unreachable location, an old store: no file
+        return None
+
+
+def choose(results_dir: str | Path, trials: pd.DataFrame, target: str | None,
+           scale: list[str] | None) -> Choice:
+    """The command line's choice, else the sweep file's `analysis:`, else the defaults."""
+    section = {} if target is not None and scale is not None else \
+        sweep_section(sweep_text(results_dir))
+    return resolve(trials, target, scale, section)
+
+
+def scale_tables(a: Analysis, prep: Prepared) -> None:
+    """Drift and regret per scale axis, and the law, when the choice is not the default."""
+    if a.choice.is_default:
+        return
+    cols = prep.scale_cols
+    names = {c: a.scale_name(c) for c in cols}
+    drift = scale_drift_table(a.lr_opt, prep.group_cols, cols)
+    drift = drift.reindex(columns=[*prep.group_cols,
+                                   *[c for c in drift if c not in prep.group_cols]])
+    drift["scale"] = drift["scale"].map(names)
+    regret = scale_regret_table(a.cells, a.lr_opt, prep.group_cols, cols)
+    regret["scale"] = regret["scale"].map(names)
+    law = law_tables(a.lr_opt, prep.pool_cols, cols, [a.scale_name(c) for c in cols])
+    a.scale_drift = to_units(drift, a.choice, "octave")
+    a.scale_regret = to_units(regret, a.choice, "value")
+    a.law = Law(to_units(law.coef, a.choice, "octave"), to_units(law.points, a.choice,
+                                                                 "octave"),
+                to_units(law.holdout, a.choice, "octave"))
+
+
+def in_units(a: Analysis) -> None:
+    """A linear target's tables in its own units (analysis/units.py)."""
+    c = a.choice
+    if c.log:
+        return
+    for name in ("lr_opt", "cells", "stability", "regret"):
+        setattr(a, name, to_units(getattr(a, name), c, "value"))
+    for name in ("drift", "stability_slope"):
+        setattr(a, name, to_units(getattr(a, name), c, "octave"))
+    a.prepared.trials["lr"] = c.from_role(a.prepared.trials["lr"].to_numpy(float))
+
+
 def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
-            tables: Tables | None = None) -> Analysis:
+            tables: Tables | None = None, target: str | None = None,
+            scale: list[str] | None = None) -> Analysis:
     """All tables of the transfer analysis of `results_dir` (reads its Parquet tables only;
-    pass `tables` when they are already read, as `Store(results_dir).tables()`)."""
+    pass `tables` when they are already read, as `Store(results_dir).tables()`). `target`
+    and `scale`: the hyperparameter whose optimum is found and the scale axes
+    (analysis/choice.py; default: the sweep file's `analysis:` section, else lr and width,
+    model.n_layer and tokens where they vary)."""
     tables = load_tables(results_dir, tables)
     trials = tables.trials
-    prep = prepare(trials)
+    ran = trials[trials["status"].astype(str) != "failed"] if "status" in trials else trials
+    choice = choose(results_dir, ran, target, scale)
+    prep = prepare(trials, choice)
     if prep.trials.empty:
         raise UserError(f"all {prep.n_failed} trials in {results_dir} failed: nothing to analyze")
     optima = group_optima(prep, fit_window)
@@ -95,7 +195,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     widths = sorted(int(w) for w in np.unique(prep.trials["width"]))
     several = len(widths) > 1
     sweep = str(trials["sweep"].dropna().iloc[0]) if trials["sweep"].notna().any() else ""
-    return Analysis(
+    a = Analysis(
         results_dir=str(results_dir), sweep=sweep, axes=prep.axes, fixed=prep.fixed,
         widths=widths, n_trials=len(prep.trials), n_failed=prep.n_failed,
         fit_window=fit_window, cells=cells, lr_opt=lr_opt,
@@ -104,4 +204,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         stability_slope=stability_slope_table(stability, fam),
         regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
         monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
-        prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep))
+        prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep), choice=choice,
+        scale_axes=prep.scale_axes)
+    scale_tables(a, prep)
+    in_units(a)
+    return a

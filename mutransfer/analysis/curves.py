@@ -56,7 +56,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
         return None
     fams = [as_key(k) for k, _ in curves.groupby(a.family_cols, sort=True, dropna=False)]
     widths = sorted(curves["width"].unique())
-    log2_lrs = np.log2(curves["lr"].to_numpy())
+    log2_lrs = a.choice.coord(curves["lr"].to_numpy())
     norm = Normalize(log2_lrs.min(), log2_lrs.max() if np.ptp(log2_lrs) else log2_lrs.min() + 1)
     cmap = plt.get_cmap("plasma")
     lo, hi = curve_limits(curves)
@@ -74,10 +74,11 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                 for lr, c in by_cell.get_group(key).groupby("lr"):
                     ax.plot(c["step"], np.minimum(c["loss"], hi), lw=1.0,
                             ls=LINE_STYLE[c["status"].iloc[0]],
-                            color=cmap(norm(np.log2(lr))))
+                            color=cmap(norm(a.choice.coord(np.array([lr]))[0])))
             ax.set_ylim(lo, hi)
             title = family_label(fam, a.axes, sep="\n")  # one line per axis: long names fit
-            ax.set_title(f"{title}\nwidth {w}" if a.axes else f"{title}, width {w}",
+            wname = a.scale_name("width")
+            ax.set_title(f"{title}\n{wname} {w}" if a.axes else f"{title}, {wname} {w}",
                          fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
@@ -87,7 +88,8 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                 ax.set_ylabel(curves.attrs["loss_col"].replace("_", " "), fontsize=8)
     bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8,
                        pad=0.02)
-    bar.set_label("learning rate (log2)")
+    bar.set_label("learning rate (log2)" if a.choice.target == "lr" else
+                  f"{a.choice.target_label}" + (" (log2)" if a.choice.log else ""))
     fig.suptitle("Training curves (mean over seeds; dotted: some seeds diverged, mean of the "
                  "rest; dashed: all diverged; clipped at the top)")
     return save(fig, path)

@@ -16,8 +16,10 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.groups import as_key
+from mutransfer.analysis.intervals import LEVEL
 from mutransfer.analysis.optimum import GroupOptimum
 from mutransfer.analysis.slopes import Line, ols, t_interval
+from mutransfer.analysis.tdist import t_quantile
 
 NEEDS_TWO = "needs at least two widths"
 
@@ -53,12 +55,12 @@ class WidthFit:
     note: str
 
 
-def width_fit(fam: pd.DataFrame, col: str, what: str) -> WidthFit:
-    """Fit log2 `col` against log2 width over the widths where it is finite; `what` names the
-    value in the note when too few widths have one."""
-    n_all = fam["width"].nunique()
-    fam = fam[np.isfinite(fam[col])].sort_values("width")
-    widths = fam["width"].to_numpy()
+def width_fit(fam: pd.DataFrame, col: str, what: str, scale_col: str = "width") -> WidthFit:
+    """Fit log2 `col` against log2 width (or another scale axis's column) over the widths
+    where it is finite; `what` names the value in the note when too few widths have one."""
+    n_all = fam[scale_col].nunique()
+    fam = fam[np.isfinite(fam[col])].sort_values(scale_col)
+    widths = fam[scale_col].to_numpy()
     x = np.log2(widths.astype(float))
     if len(widths) < 2:
         return WidthFit(fam, widths, x, None, too_few(len(widths), n_all, what))
@@ -110,4 +112,44 @@ def drift_table(lr_opt: pd.DataFrame, optima: list[GroupOptimum],
     by_key = {g.key: g for g in optima}
     rows = [drift_row(as_key(k), fam, family_cols, by_key)
             for k, fam in lr_opt.groupby(family_cols, sort=True, dropna=False)]
+    return pd.DataFrame(rows)
+
+
+def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: str) -> dict:
+    """The drift of log2 optimum per doubling of `scale_col` in one family (every other
+    group column fixed), its interval from the optima's standard errors (`se_log2`, one
+    pooled noise per family: its df in `ci_df`)."""
+    fit = width_fit(fam, "lr_opt", "an optimum", scale_col)
+    row = {**dict(zip(cols, key)), "scale": scale_col, "n_points": len(fit.widths),
+           "points": widths_text(fit.widths), **ols_columns(fit), "ci_low": np.nan,
+           "ci_high": np.nan, "se": np.nan, "ci_method": "", "ci_df": 0,
+           "n_edge": int(fit.rows["edge"].sum()),
+           "note": fit.note.replace("widths", f"values of {scale_col}")}
+    if fit.line is None:
+        return row
+    stderr = fit.rows["se_log2"].to_numpy(float)
+    if row["n_edge"]:
+        row["note"] = (f"{row['n_edge']} of {len(fit.widths)} optima on the grid edge: slope is "
+                       "a bound, no interval")
+    elif not np.isfinite(stderr).all():
+        missing = [str(int(w)) for w, e in zip(fit.widths, stderr) if not np.isfinite(e)]
+        row["note"] = f"no interval: the optimum at {scale_col} {','.join(missing)} has none"
+    else:
+        df = int(fit.rows["ci_df"].min())
+        se = slope_stderr(fit.x, stderr)
+        half = t_quantile(LEVEL, df) * se
+        row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
+                   ci_method=str(fit.rows["ci_method"].iloc[0]), ci_df=df, note="")
+    return row
+
+
+def scale_drift_table(lr_opt: pd.DataFrame, group_cols: list[str],
+                      scale_cols: list[str]) -> pd.DataFrame:
+    """Per scale axis and family (the other group columns): the drift of log2 optimum per
+    doubling of that axis, as drift_table computes it for width."""
+    rows = []
+    for scale_col in scale_cols:
+        cols = [c for c in group_cols if c != scale_col]
+        rows += [scale_drift_row(as_key(k), fam, cols, scale_col)
+                 for k, fam in lr_opt.groupby(cols, sort=True, dropna=False)]
     return pd.DataFrame(rows)

@@ -13,13 +13,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mutransfer.analysis.choice import TOKEN_SOURCES, TOKENS, WIDTH, Choice, training_tokens
 from mutransfer.results.store import TRIAL_COLUMNS
+
+WIDTH_AXIS = "d_model"  # the model width's column when another scale axis has the width role
+LR_AXIS = "train.lr"    # the LR's column when another hyperparameter is the target
 
 
 class GroupAxes:
-    """Column lists of a table grouped by parameterization, the other axes, and width."""
+    """Column lists of a table grouped by parameterization, the other axes, and width.
+
+    `width` is the column of the first scale axis (analysis/choice.py; the model width unless
+    chosen otherwise); the other scale axes are among `axes` and named in `scale_axes`."""
 
     axes: list[str]
+    scale_axes: list[str]
 
     @property
     def family_cols(self) -> list[str]:
@@ -29,6 +37,16 @@ class GroupAxes:
     @property
     def group_cols(self) -> list[str]:
         return [*self.family_cols, "width"]
+
+    @property
+    def pool_cols(self) -> list[str]:
+        """The family without its scale axes: the optima whose noise is pooled."""
+        return [c for c in self.family_cols if c not in self.scale_axes]
+
+    @property
+    def scale_cols(self) -> list[str]:
+        """Every scale axis's column, the width role's first."""
+        return ["width", *self.scale_axes]
 
 
 @dataclass
@@ -40,7 +58,7 @@ class Prepared(GroupAxes):
     fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
     n_failed: int = 0
     n_no_loss: int = 0                   # not diverged, yet no final loss stored: dropped
-
+    scale_axes: list[str] = field(default_factory=list)  # scale axes besides the width role
 
 
 UNSET = "unset"
@@ -82,7 +100,32 @@ def axis_columns(trials: pd.DataFrame) -> tuple[list[str], dict[str, object]]:
     return axes, fixed
 
 
-def prepare(trials: pd.DataFrame) -> Prepared:
+def apply_choice(df: pd.DataFrame, choice: Choice) -> tuple[pd.DataFrame, list[str]]:
+    """The trials with the target in the `lr` role (analysis/choice.py maps it) and the first
+    scale axis in the `width` role; the LR becomes the axis `train.lr` and the model width,
+    out of its role, the axis `d_model` (shown as width). Returns them and the internal
+    names of the other scale axes."""
+    df = df.copy()
+    if TOKENS in choice.scale:
+        df[TOKENS] = training_tokens(df).astype("int64")
+        df = df.drop(columns=[c for c in TOKEN_SOURCES if c in df])
+    if choice.target != "lr":
+        df[LR_AXIS] = df["lr"]
+        df["lr"] = choice.to_role(pd.to_numeric(df[choice.target]).to_numpy(float))
+        df = df.drop(columns=[choice.target])
+    primary = choice.scale[0]
+    if primary != WIDTH:
+        df[WIDTH_AXIS] = df[WIDTH]
+        df[WIDTH] = pd.to_numeric(df[primary]).round().astype("int64")
+        if primary != TOKENS:
+            df = df.drop(columns=[primary])
+    internal = [WIDTH_AXIS if s == WIDTH else s for s in choice.scale[1:]]
+    for col in internal:
+        df[col] = pd.to_numeric(df[col]).round().astype("int64")
+    return df, internal
+
+
+def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     """Drop failed trials, normalise types, and mark which losses count.
 
     `diverged` is the trial's flag or status; `loss` is its final eval loss when it trained.
@@ -94,7 +137,13 @@ def prepare(trials: pd.DataFrame) -> Prepared:
     status = trials.get("status", pd.Series("complete", index=trials.index)).astype(str)
     failed = status.eq("failed")
     df = trials.loc[~failed].copy()
+    scale_axes: list[str] = []
+    if choice is not None and not choice.is_default:
+        df, scale_axes = apply_choice(df, choice)
     axes, fixed = axis_columns(df)
+    axes = [c for c in axes if c not in scale_axes] + scale_axes
+    for col in scale_axes:
+        fixed.pop(col, None)
     for col in axes:
         df[col] = df[col].map(_hashable)
     div_flag = df["diverged"].astype("boolean").fillna(False).astype(bool)
@@ -108,15 +157,16 @@ def prepare(trials: pd.DataFrame) -> Prepared:
     df = df.loc[~no_loss]
     df = df.sort_values(["parameterization", *axes, "width", "lr", "seed"], kind="stable")
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()),
-                    int(no_loss.sum()))
+                    int(no_loss.sum()), scale_axes)
 
 
 OVERRIDE_PREFIX = "param.overrides."
 
 
 def short_axis_name(name: str) -> str:
-    """`param.overrides.ssm_B.init_m` -> `ssm_B.init_m`: role and entry name an override."""
-    return name.removeprefix(OVERRIDE_PREFIX)
+    """`param.overrides.ssm_B.init_m` -> `ssm_B.init_m`: role and entry name an override;
+    the model width out of the width role (`d_model`) is `width`."""
+    return WIDTH if name == WIDTH_AXIS else name.removeprefix(OVERRIDE_PREFIX)
 
 
 def family_label(key: tuple, axes: list[str], sep: str = ", ") -> str:

@@ -141,9 +141,11 @@ def group_optima(prep: Prepared, window: float = FIT_WINDOW) -> list[GroupOptimu
         order.append(key)
     found = {g.key: g for groups in by_grid.values() for g in optima_of(groups, window)}
     out = [found[key] for key in order]
+    # noise pooled over the scale axes' points of a family (the width role and the others)
+    pool = [i for i, c in enumerate(prep.group_cols) if c in prep.pool_cols]
     families: dict[tuple, list[GroupOptimum]] = {}
     for g in out:
-        families.setdefault(g.key[:-1], []).append(g)
+        families.setdefault(tuple(g.key[i] for i in pool), []).append(g)
     for members in families.values():
         noise = family_noise([g.spread for g in members if not g.edge_side])
         for g in members:

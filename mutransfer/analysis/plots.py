@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
+from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.fit import phi
 from mutransfer.analysis.groups import as_key, family_label
@@ -22,6 +23,8 @@ from mutransfer.analysis.plotstyle import (
     width_axis,
     width_colors,
 )
+
+DEFAULT = Choice()
 
 
 def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
@@ -81,7 +84,7 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float) -> None:
+                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
@@ -101,12 +104,15 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
                  mew=1.5, color=color)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
-            _fitted_curve(ax, o.iloc[0], window, top, color)
+            if choice.log:  # a linear target's curve lives in grid steps: not redrawn
+                _fitted_curve(ax, o.iloc[0], window, top, color)
             face = "white" if o["edge"].iloc[0] else color
             ax.plot(o["lr_opt"], np.minimum(o["loss_at_opt"], top), "*", ms=14, mfc=face,
                     mec="black", mew=0.8, zorder=5)
-    log2_axis(ax, "x", cells["lr"].to_numpy())
-    ax.set_xlabel("learning rate (log2 scale)")
+    if choice.log:
+        log2_axis(ax, "x", cells["lr"].to_numpy())
+    ax.set_xlabel("learning rate (log2 scale)" if choice.target == "lr" else
+                  f"{choice.target_label}" + (" (log2 scale)" if choice.log else ""))
     ax.grid(alpha=0.3)
 
 
@@ -121,13 +127,13 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window)
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
         ax.set_ylabel("final eval loss (seed-adjusted mean)")
-    handles = [Line2D([], [], color=colors[w], marker="o", ms=4, label=f"width {w}")
-               for w in a.widths]
+    handles = [Line2D([], [], color=colors[w], marker="o", ms=4,
+                      label=f"{a.scale_name('width')} {w}") for w in a.widths]
     handles += [
         Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
         Line2D([], [], ls="--", lw=0.9, color="grey", label="fitted curve"),
@@ -142,8 +148,16 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
         Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
     ]
     fig.legend(handles=handles, loc="outside right center", frameon=False)
-    fig.suptitle("Final eval loss against learning rate, by width")
+    fig.suptitle("Final eval loss against learning rate, by width" if a.choice.is_default
+                 else f"Final eval loss against {a.choice.target}, by {a.scale_name('width')}")
     return save(fig, path)
+
+
+def _x_axis(a: Analysis, ax) -> None:
+    """The width axis, or the first scale axis's values when another is chosen."""
+    width_axis(ax, a.widths)
+    if a.scale_name("width") != "width":
+        ax.set_xlabel(f"{a.scale_name('width')} (log2 scale)")
 
 
 def _fit_line(ax, widths: np.ndarray, slope: float, intercept: float, **kw) -> None:
@@ -180,11 +194,16 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         ax.plot(opt["width"][bare], y[bare], "s", mfc="white", mec=col, ms=6)
         ax.plot(opt["width"][edge], y[edge], "o", mfc="white", mec=col, ms=6)
         _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], color=col)
-    width_axis(ax, a.widths)
+    _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.lr_opt["ci_low"], a.lr_opt["ci_high"],
                                        a.lr_opt["lr_opt"]]))
-    ax.set_ylabel("optimal learning rate lr* (log2 scale)")
-    ax.set_title("Optimal LR against width (slope 0 = transfer)")
+    if a.choice.is_default:
+        ax.set_ylabel("optimal learning rate lr* (log2 scale)")
+        ax.set_title("Optimal LR against width (slope 0 = transfer)")
+    else:
+        ax.set_ylabel(f"{a.choice.opt_label} (log2 scale)")
+        ax.set_title(f"Optimum of {a.choice.target_label} against {a.scale_name('width')} "
+                     "(slope 0 = transfer)")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     if (~a.lr_opt["edge"] & a.lr_opt["ci_low"].isna()).any():
@@ -224,12 +243,13 @@ def plot_stability(a: Analysis, path: Path) -> Path:
         ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
                 label=None if both.any() else f"{label}: no divergence")
         _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
-    width_axis(ax, a.widths)
+    _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
                                        a.stability["smallest_any_diverged"],
                                        a.stability["smallest_all_diverged"]]))
-    ax.set_ylabel("learning rate (log2 scale)")
-    ax.set_title("Stability boundary against width")
+    ax.set_ylabel("learning rate (log2 scale)" if a.choice.target == "lr"
+                  else f"{a.choice.target_label} (log2 scale)")
+    ax.set_title(f"Stability boundary against {a.scale_name('width')}")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,

@@ -59,14 +59,14 @@ def transfer_columns(wc: pd.DataFrame, lr0: float) -> dict:
 
 
 def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
-                family_cols: list[str]) -> list[dict]:
-    opt = lr_opt.sort_values("width")
-    w0 = int(opt["width"].iloc[0])
+                family_cols: list[str], scale_col: str = "width") -> list[dict]:
+    opt = lr_opt.sort_values(scale_col)
+    w0 = int(opt[scale_col].iloc[0])
     lr0 = float(opt["lr_opt"].iloc[0])
     rows = []
-    for width, wc in cells.groupby("width", sort=True):
+    for width, wc in cells.groupby(scale_col, sort=True):
         best_lr, best_loss = _best(wc)
-        row = {**dict(zip(family_cols, fam_key)), "width": int(width), "tuned_at": w0,
+        row = {**dict(zip(family_cols, fam_key)), scale_col: int(width), "tuned_at": w0,
                "lr_transferred": lr0, "lr_nearest": np.nan, "nearest_run": False,
                "lr_used": np.nan, "lr_gap_log2": np.nan, "status_used": "",
                "loss_used": np.nan, "best_lr": best_lr, "best_loss": best_loss,
@@ -80,14 +80,29 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
 
 
 def regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame,
-                 family_cols: list[str]) -> pd.DataFrame:
-    """Per family and width: loss at the LR run nearest (in log2) to the smallest width's lr*,
-    minus the best loss at that width; `inf` when any seed diverged at that LR there."""
+                 family_cols: list[str], scale_col: str = "width") -> pd.DataFrame:
+    """Per family and width (or another scale axis's column `scale_col`; the family is then
+    every other group column): loss at the LR run nearest (in log2) to the smallest width's
+    lr*, minus the best loss at that width; `inf` when any seed diverged at that LR there."""
     rows: list[dict] = []
     opt_by_fam = dict(iter(lr_opt.groupby(family_cols, sort=True, dropna=False)))
     for k, fam_cells in cells.groupby(family_cols, sort=True, dropna=False):
-        rows += regret_rows(as_key(k), fam_cells, opt_by_fam[k], family_cols)
+        rows += regret_rows(as_key(k), fam_cells, opt_by_fam[k], family_cols, scale_col)
     return pd.DataFrame(rows)
+
+
+def scale_regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame, group_cols: list[str],
+                       scale_cols: list[str]) -> pd.DataFrame:
+    """The regret of tuning at the smallest value of each scale axis in `scale_cols` (the
+    other scale axes held), a `scale` column naming the axis."""
+    parts = []
+    for scale_col in scale_cols:
+        fam = [c for c in group_cols if c != scale_col]
+        t = regret_table(cells, lr_opt, fam, scale_col)
+        t.insert(len(fam), "scale", scale_col)
+        parts.append(t[[*group_cols, "scale", *[c for c in t if c not in group_cols
+                                                 and c != "scale"]]])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def monotonicity_table(lr_opt: pd.DataFrame, family_cols: list[str]) -> pd.DataFrame:

@@ -49,7 +49,13 @@ def lr_opt_section(a: Analysis) -> Section:
         "freedom, sum of seeds - 1 per width); with one seed, from the fits' residuals (fit). "
         f"None below {MIN_NOISE_DF} df, and none for an optimum on the edge (a bound). edge: "
         "the argmin is the smallest (low) or largest (high) LR that trained.")
-    return Section("lr_opt", "Optimal learning rate", caption, views.view_lr_opt(a))
+    if not a.choice.is_default:
+        caption = (f"The optimum of {choice_words(a)} per point of the scale axes, as for the "
+                   "LR: read 'LR' below as the target" + ("" if a.choice.log else
+                   " and octaves as its grid steps") + ". " + caption)
+    title = ("Optimal learning rate" if a.choice.target == "lr"
+             else f"Optimal {a.choice.target_label}")
+    return Section("lr_opt", title, caption, views.view_lr_opt(a))
 
 
 def drift_section(a: Analysis, compact: bool = False) -> Section:
@@ -62,7 +68,10 @@ def drift_section(a: Analysis, compact: bool = False) -> Section:
         "(the slope is then a bound) or has none.")
     line = f"drift {NEEDS_TWO} (found one: {a.widths[0]})" if len(a.widths) < 2 else ""
     view = views.view_drift(a, compact) if not line else pd.DataFrame()
-    return Section("drift", "Drift of the optimal LR with width", caption, view, line)
+    title = "Drift of the optimal LR with width"
+    if not a.choice.is_default:
+        title = f"Drift of {a.choice.opt_label} with {a.scale_name('width')}"
+    return Section("drift", title, caption, view, line)
 
 
 def stability_sections(a: Analysis) -> list[Section]:
@@ -94,15 +103,71 @@ def transfer_sections(a: Analysis) -> list[Section]:
             Section("monotonicity", "Does wider do better?", mono, views.view_monotonicity(a))]
 
 
+def choice_words(a: Analysis) -> str:
+    """'ssm_B.lr_mult (log2)' or 'train.weight_decay (linear, step 0.05)'."""
+    c = a.choice
+    return f"{c.target} ({'log2' if c.log else f'linear, step {c.step:g}'})"
+
+
+def scale_sections(a: Analysis) -> list[Section]:
+    """Drift and regret per scale axis, and the law: only when the choice is not the
+    default (analysis/choice.py)."""
+    if a.choice.is_default:
+        return []
+    c = a.choice
+    unit = "octaves" if c.log else f"{c.target_label} units"
+    y = f"log2 {c.opt_label}" if c.log else c.opt_label
+    out = []
+    if not a.scale_drift.empty:
+        out.append(Section(
+            "scale_drift", f"Drift of {c.opt_label} per doubling of each scale axis",
+            f"Slope of {y} against log2 of each scale axis ({', '.join(c.scale)}), the other "
+            "scale axes held at each value (at). 95% interval: slope -/+ t x s.e., the s.e. "
+            f"propagated from each optimum's s.e. (the noise pooled over every scale point "
+            "of a family). In " + unit + " per doubling.", views.view_scale_drift(a)))
+    if not a.scale_regret.empty:
+        out.append(Section(
+            "scale_regret", "Transfer regret along each scale axis",
+            f"Loss at the {c.target_label} run nearest {c.opt_label} of the axis's smallest "
+            "value (tuned at), the other scale axes held, minus the best loss there; "
+            "the row at the largest value is the regret of tuning small and using it large.",
+            views.view_scale_regret(a)))
+    if not a.law.coef.empty:
+        out.append(Section(
+            "law", f"One law: {y} = a + sum_i b_i log2(scale_i)",
+            "Weighted least squares over the optima with an interval (weights 1/s.e.^2; edge "
+            "optima are bounds and left out). Birge ratio: chi^2/(points - parameters); above "
+            "1 the optima scatter about the law more than their intervals allow, the "
+            "covariance is inflated by it and df = points - parameters. 'no fit' with fewer "
+            "points than parameters.", views.view_law(a)))
+        out.append(Section(
+            "law_holdout", "The law's held-out check",
+            "Refit without the points at the largest value of each scale axis and predict "
+            f"them: miss = measured - predicted ({unit}; the mean over the held points, with "
+            "its 95% interval from their s.e. and the refit's covariance). all: refit without "
+            "every point at any axis's largest value and predict the corner (every axis at "
+            "its largest): the extrapolation a user makes to a model they cannot sweep.",
+            views.view_law_holdout(a)))
+    return out
+
+
 def sections(a: Analysis) -> list[Section]:
-    return [lr_opt_section(a), drift_section(a), *stability_sections(a), *transfer_sections(a)]
+    return [lr_opt_section(a), drift_section(a), *stability_sections(a), *transfer_sections(a),
+            *scale_sections(a)]
 
 
 def header_lines(a: Analysis) -> list[str]:
     """What was analysed: sweep, counts, axes, fixed settings, notes."""
-    lines = [f"sweep {a.sweep or '?'}: {a.n_trials} trials, widths "
+    first = a.scale_name("width")
+    lines = [f"sweep {a.sweep or '?'}: {a.n_trials} trials, "
+             f"{'widths' if first == 'width' else first} "
              f"{', '.join(map(str, a.widths))}"
              + (f", grouped also by {', '.join(a.axes)}" if a.axes else "")]
+    if not a.choice.is_default:
+        src = "; ".join(f"{k} from the {v}" for k, v in a.choice.sources.items())
+        lines.append(f"target {choice_words(a)}; scale axes {', '.join(a.choice.scale)} "
+                     f"(the first in the width column of the main tables)"
+                     + (f" ({src})" if src else ""))
     if a.fixed:
         lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in a.fixed.items()))
     lines += a.notes
@@ -143,7 +208,9 @@ def markdown(a: Analysis) -> str:
 def summary_table(analysis: Analysis) -> str:
     """Compact text: best LR per width and parameterization, then drift per parameterization."""
     a = analysis
-    lines = ["optimal LR per width (95% interval; from: the seeds' spread or the fit's "
+    what = ("optimal LR per width" if a.choice.is_default else
+            f"optimum of {a.choice.target} per {', '.join(a.choice.scale)}")
+    lines = [f"{what} (95% interval; from: the seeds' spread or the fit's "
              "residuals, with df; edge: optimum on the grid edge, widen the LR range)",
              text_table(views.view_lr_opt(a, compact=True))]
     flagged = views.flagged_cells(a)
@@ -156,6 +223,9 @@ def summary_table(analysis: Analysis) -> str:
     else:
         lines += ["drift: slope of log2 lr* against log2 width (transfer ~ 0)",
                   text_table(drift.view)]
+    for s in scale_sections(a):
+        if s.key in ("scale_drift", "law", "law_holdout"):
+            lines += [s.title, text_table(s.view)]
     return "\n".join(lines)
 
 

@@ -50,7 +50,13 @@ def _finite(x: object) -> bool:
 
 
 def _family(a: Analysis, df: pd.DataFrame) -> dict[str, list[str]]:
-    return {c: [str(v) for v in df[c]] for c in a.family_cols}
+    names = a.column_names()
+    return {names.get(c, c): [str(v) for v in df[c]] for c in a.family_cols}
+
+
+def _w(a: Analysis) -> str:
+    """The header of the width role: `width` unless another scale axis is first."""
+    return a.scale_name("width")
 
 
 def _source(method: str, df: int) -> str:
@@ -59,8 +65,8 @@ def _source(method: str, df: int) -> str:
 
 def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.lr_opt
-    out = {**_family(a, df), "width": df["width"].astype(str).tolist(),
-           "lr*": [fmt_lr(v) for v in df["lr_opt"]],
+    out = {**_family(a, df), _w(a): df["width"].astype(str).tolist(),
+           a.choice.opt_label: [fmt_lr(v) for v in df["lr_opt"]],
            "95% interval": [fmt_interval(lo, hi, fmt_lr)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])],
            "from": [_source(m, d) for m, d in zip(df["ci_method"], df["ci_df"])],
@@ -70,8 +76,9 @@ def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
         out.update({
             "fit": df["method"].tolist(),
             "asymmetry k": [MISSING if not _finite(v) else f"{v:+.2f}" for v in df["asymmetry"]],
-            "argmin lr": [fmt_lr(v) for v in df["lr_argmin"]],
-            "LRs trained": df["n_lrs"].astype(str).tolist(),
+            f"argmin {a.choice.target_label}": [fmt_lr(v) for v in df["lr_argmin"]],
+            f"{a.choice.target_label} values trained" if a.choice.target != "lr"
+            else "LRs trained": df["n_lrs"].astype(str).tolist(),
             "partial": df["n_lrs_partial"].astype(str).tolist(),
             "diverged": df["n_lrs_diverged"].astype(str).tolist(),
             "not run": df["n_lrs_not_run"].astype(str).tolist(),
@@ -86,8 +93,8 @@ def _ols(lo: float, hi: float, df: int) -> str:
 
 def view_drift(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.drift
-    out = {**_family(a, df), "widths": df["widths"].tolist(),
-           "slope": [fmt_slope(v) for v in df["slope"]],
+    out = {**_family(a, df), f"{_w(a)} values" if _w(a) != "width" else "widths":
+           df["widths"].tolist(), "slope": [fmt_slope(v) for v in df["slope"]],
            "95% interval": [fmt_interval(lo, hi, fmt_slope)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])]}
     if not compact:
@@ -101,7 +108,7 @@ def view_drift(a: Analysis, compact: bool = False) -> pd.DataFrame:
 def view_stability(a: Analysis) -> pd.DataFrame:
     df = a.stability
     return pd.DataFrame({
-        **_family(a, df), "width": df["width"].astype(str).tolist(),
+        **_family(a, df), _w(a): df["width"].astype(str).tolist(),
         "largest trained": [fmt_lr(v) for v in df["largest_trained"]],
         "first diverged (any seed)": [fmt_lr(v) for v in df["smallest_any_diverged"]],
         "boundary": [fmt_lr(v) for v in df["boundary"]],
@@ -128,7 +135,7 @@ def view_regret(a: Analysis) -> pd.DataFrame:
     if df.empty:
         return df
     return pd.DataFrame({
-        **_family(a, df), "width": df["width"].astype(str).tolist(),
+        **_family(a, df), _w(a): df["width"].astype(str).tolist(),
         "lr used": [fmt_lr(v) for v in df["lr_used"]],
         "octaves from lr*": [MISSING if not _finite(v) else f"{v:.2f}"
                              for v in df["lr_gap_log2"]],
@@ -163,6 +170,73 @@ def flagged_cells(a: Analysis) -> list[str]:
                  for st, what in ((PARTIAL, "partially diverged"), (NOT_RUN, "not run"))
                  if (status == st).any()]
         if parts:
-            lines.append(f"{family_label(key[:-1], a.axes)}, width {key[-1]}: "
+            lines.append(f"{family_label(key[:-1], a.axes)}, {_w(a)} {key[-1]}: "
                          + "; ".join(parts))
     return lines
+
+
+def _pool(a: Analysis, df: pd.DataFrame) -> dict[str, list[str]]:
+    names = a.column_names()
+    return {names.get(c, c): [str(v) for v in df[c]] for c in a.prepared.pool_cols}
+
+
+def _others(a: Analysis, df: pd.DataFrame) -> list[str]:
+    """Per row of a per-scale-axis table: the other scale axes' values, as text."""
+    out = []
+    for _, row in df.iterrows():
+        parts = [f"{a.scale_name(c)}={int(row[c])}" for c in a.prepared.scale_cols
+                 if a.scale_name(c) != row["scale"] and _finite(row[c])]
+        out.append(", ".join(parts))
+    return out
+
+
+def view_scale_drift(a: Analysis) -> pd.DataFrame:
+    df = a.scale_drift
+    return pd.DataFrame({
+        **_pool(a, df), "scale axis": df["scale"].tolist(), "at": _others(a, df),
+        "values": df["points"].tolist(), "slope": [fmt_slope(v) for v in df["slope"]],
+        "95% interval": [fmt_interval(lo, hi, fmt_slope)
+                         for lo, hi in zip(df["ci_low"], df["ci_high"])],
+        "from": [_source(m, d) for m, d in zip(df["ci_method"], df["ci_df"])],
+        "note": df["note"].tolist()})
+
+
+def view_scale_regret(a: Analysis) -> pd.DataFrame:
+    df = a.scale_regret
+    value = [int(row[next(c for c in a.prepared.scale_cols
+                          if a.scale_name(c) == row["scale"])])
+             for _, row in df.iterrows()]
+    return pd.DataFrame({
+        **_pool(a, df), "scale axis": df["scale"].tolist(), "at": _others(a, df),
+        "value": [str(v) for v in value], "tuned at": df["tuned_at"].astype(str).tolist(),
+        f"{a.choice.target_label} used": [fmt_lr(v) for v in df["lr_used"]],
+        "loss": [fmt_loss(v) for v in df["loss_used"]],
+        "best loss": [fmt_loss(v) for v in df["best_loss"]],
+        "regret": [fmt_loss(r) if t == "trained" else t
+                   for r, t in zip(df["regret"], df["transfer"])],
+        "note": df["note"].tolist()})
+
+
+def view_law(a: Analysis) -> pd.DataFrame:
+    df = a.law.coef
+    return pd.DataFrame({
+        **_pool(a, df), "term": df["term"].tolist(), "points": df["n_points"].astype(str),
+        "estimate": [fmt_slope(v) for v in df["estimate"]],
+        "95% interval": [fmt_interval(lo, hi, fmt_slope)
+                         for lo, hi in zip(df["ci_low"], df["ci_high"])],
+        "df": df["df"].astype(str).tolist(),
+        "Birge ratio": [fmt_stderr(v) for v in df["birge_ratio"]],
+        "fit": df["method"].tolist(), "note": df["note"].tolist()})
+
+
+def view_law_holdout(a: Analysis) -> pd.DataFrame:
+    df = a.law.holdout
+    return pd.DataFrame({
+        **_pool(a, df), "held out": df["held_out"].tolist(),
+        "fitted on": df["n_fit"].astype(str).tolist(),
+        "predicted": df["n_held"].astype(str).tolist(),
+        "miss": [fmt_slope(v) for v in df["miss"]],
+        "95% interval": [fmt_interval(lo, hi, fmt_slope)
+                         for lo, hi in zip(df["ci_low"], df["ci_high"])],
+        "largest |miss|": [fmt_stderr(v) for v in df["max_abs_miss"]],
+        "note": df["note"].tolist()})

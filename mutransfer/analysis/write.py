@@ -50,7 +50,7 @@ def write_analysis(analysis: Analysis, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    for stem, df in analysis.tables().items():
+    for stem, df in analysis.stored_tables().items():
         paths += write_table(df, out / stem)
     md = out / "analysis.md"
     md.write_text(markdown(analysis))
@@ -65,7 +65,9 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
 
     figs = {
-        "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"), "Loss against LR",
+        "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"),
+                             "Loss against LR" if a.choice.target == "lr"
+                             else f"Loss against {a.choice.target}",
                              "Seed-adjusted mean final eval loss at each LR, a line per width "
                              "through the LRs where every seed trained. Stars: fitted lr* "
                              "(hollow when on the grid edge); hollow diamonds: some seeds "
@@ -84,6 +86,11 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                             "smallest where any seed diverged; dots are their geometric mean "
                             "(the onset); x: the smallest LR where every seed diverged."),
     }
+    if not a.choice.is_default:
+        figs.update(scale_figures(a, out))
+        if not a.choice.log:  # the LR-scaled figures do not fit a linear target
+            figs.pop("drift")
+            figs.pop("stability")
     curves = plot_training_curves(a, a.prepared, a.steps, out / "training_curves.png")
     if curves is not None:
         figs["curves"] = Figure(curves, "Training curves",
@@ -95,6 +102,26 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                                "Coordinate check",
                                "RMS size of each activation (top) and of its change since "
                                "initialisation (bottom) against width, log-log.")
+    return figs
+
+
+def scale_figures(a: Analysis, out: Path) -> dict[str, Figure]:
+    """The optimum against each scale axis, and the law's predictions against the optima."""
+    from mutransfer.analysis.scaleplots import plot_law, plot_scale_optima
+
+    c = a.choice
+    figs = {"scale_drift": Figure(
+        plot_scale_optima(a, out / "optimum_vs_scale.png"),
+        f"Optimum of {c.target} against each scale axis",
+        f"{c.opt_label} at each point of the scale axes with its 95% interval, a panel per "
+        "scale axis and a line per family and value of the other scale axes (hollow: on the "
+        "grid edge, a bound); the legend gives each line's drift per doubling.")}
+    law = plot_law(a, out / "law.png")
+    if law is not None:
+        figs["law"] = Figure(law, "The law against the measured optima",
+                             "Each optimum (bars: +-1.96 s.e.) against the law's prediction "
+                             "at its scale point; on the dashed diagonal the law is exact. "
+                             "The legend gives the exponents b_i.")
     return figs
 
 

@@ -16,6 +16,14 @@ def add_analysis_options(p) -> None:
                    help=f"half-width of the window lr* is fitted in, in octaves of LR around "
                         f"the optimum (default {FIT_WINDOW:g})")
     p.add_argument("--out", default=None, help="output folder (default RESULTS_DIR/analysis)")
+    p.add_argument("--target", default=None, metavar="AXIS",
+                   help="the hyperparameter whose optimum is found: lr (default) or any swept "
+                        "numeric axis, e.g. param.overrides.ssm_B.lr_mult (default: the sweep "
+                        "file's analysis.target)")
+    p.add_argument("--scale", nargs="+", default=None, metavar="AXIS",
+                   help="the scale axes, each swept: width, model.n_layer, tokens (steps x "
+                        "batch x seq_len), ... (default: the sweep file's analysis.scale, else "
+                        "width plus model.n_layer and tokens where they vary)")
 
 
 def add_arguments(p, name: str) -> None:
@@ -32,7 +40,8 @@ def analysis_from_args(args):
     from mutransfer.commands.outputs import check_output_dir
 
     check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
-    return analyze(args.results_dir, fit_window=args.fit_window)
+    return analyze(args.results_dir, fit_window=args.fit_window,
+                   target=getattr(args, "target", None), scale=getattr(args, "scale", None))
 
 
 def run(args) -> int:

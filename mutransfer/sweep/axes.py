@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from mutransfer.analysis_defaults import TOKEN_SOURCES, AnalysisSection
 from mutransfer.configbase import validate
 from mutransfer.errors import UserError
 from mutransfer.param.config import PARAMETERIZATIONS
@@ -145,3 +146,34 @@ def _check_lr_covers(axis: Axis, parameterizations: list[str]) -> None:
 
 def _kind(value: Any) -> str:
     return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def check_analysis(section: AnalysisSection | None, axes: list[Axis]) -> None:
+    """The sweep file's `analysis:` names axes this sweep varies (the analysis checks the
+    same on the stored trials, for a choice made on the command line)."""
+    if section is None:
+        return
+    by_column = {a.column: a for a in axes}
+
+    def varies(name: str) -> bool:
+        axis = by_column.get(name)
+        return axis is not None and (axis.lr is not None or len(set(map(repr, axis.values))) > 1)
+
+    target = section.target
+    if target is not None and target != "lr":
+        axis = by_column.get(target)
+        if axis is None or target in ("seed", "width", "parameterization", "optimizer"):
+            raise UserError(f"analysis.target: {target} is not a swept numeric axis of this "
+                            "sweep")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in axis.values):
+            raise UserError(f"analysis.target: {target} is not a numeric axis")
+        if not varies(target):
+            raise UserError(f"analysis.target: {target} does not vary in this sweep")
+    for name in section.scale or []:
+        ok = (any(varies(s) for s in TOKEN_SOURCES) if name == "tokens" else varies(name))
+        if not ok:
+            raise UserError(f"analysis.scale: {name} does not vary in this sweep (a scale "
+                            "axis needs two values at least)")
+        if name == target:
+            raise UserError(f"analysis.scale: {name} is also the target")

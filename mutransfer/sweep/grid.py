@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from mutransfer.config import TrialConfig
 from mutransfer.configbase import set_dotted
 from mutransfer.errors import UserError
-from mutransfer.sweep.axes import SHORTCUTS, Axis, parse_axes
+from mutransfer.sweep.axes import SHORTCUTS, Axis, check_analysis, parse_axes
 from mutransfer.sweep.identity import group_id, trial_id
 from mutransfer.sweep.spec import SweepSpec, load_spec
 
@@ -97,6 +97,7 @@ def load_plan(path: str | Path) -> Plan:
 def build_plan(spec: SweepSpec, source: str = "sweep") -> Plan:
     try:
         axes = parse_axes(spec.axes, _parameterizations(spec))
+        check_analysis(spec.analysis, axes)
         plan = Plan(spec, source, axes)
         if plan.adaptive:
             plan.groups = _groups(spec, axes)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mutransfer.analysis_defaults import FIT_POINTS
+from mutransfer.analysis_defaults import FIT_POINTS, AnalysisSection
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
@@ -141,6 +141,8 @@ class SweepSpec(StrictModel):
     axes: dict[str, Any] = {}
     resources: Resources = Resources()
     search: Search = Search()
+    analysis: AnalysisSection | None = Field(None, description=(
+        "what the analysis reports: the target hyperparameter and the scale axes"))
     retries: int = Field(2, ge=0)  # a failed trial (an exception, a lost worker) runs again
     storage: str | None = Field(None, min_length=1)  # default results/NAME (local) or a URI
     loggers: list[Logger] = Field([], description=(
