@@ -32,10 +32,6 @@ def fmt_slope(x: float) -> str:
     return MISSING if not _finite(x) else f"{x:+.3f}"
 
 
-def fmt_stderr(x: float) -> str:
-    return MISSING if not _finite(x) else f"{x:.3f}"
-
-
 def fmt_interval(lo: float, hi: float, fmt) -> str:
     if not (_finite(lo) and _finite(hi)):
         return MISSING

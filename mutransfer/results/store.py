@@ -17,7 +17,7 @@ import json
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError, first_line
-from mutransfer.results.fs import absolute_location, join, resolve
+from mutransfer.results.fs import (
+    absolute_location,
+    delete_quietly,
+    join,
+    resolve,
+    write_atomic,
+    write_part_atomic,
+)
 from mutransfer.results.schema import (
     STEP_COLUMNS,
     STEP_FIELDS,
@@ -83,44 +90,6 @@ def _with_dtypes(df: pd.DataFrame, fields: list[tuple[str, pa.DataType]]) -> pd.
         elif pa.types.is_boolean(typ) and not df[name].isna().any():
             df[name] = df[name].astype(bool)
     return df
-
-
-def write_part_atomic(data: pd.DataFrame | pa.Table, target: str | Path,
-                      filesystem: pafs.FileSystem | None = None) -> None:
-    """Write a Parquet part to a temp file beside `target`, then rename it into place.
-
-    Readers never see a half-written part: they skip dot-files, and the rename is atomic on
-    local filesystems (object stores publish a whole object at once anyway). The temp name is
-    unique so two writers of the same part cannot interleave bytes. The store writes Arrow
-    tables of its schema; a DataFrame is written with the types pandas gives it.
-    """
-    fs = filesystem or pafs.LocalFileSystem()
-    target = str(Path(target).resolve()) if filesystem is None else str(target)
-    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data,
-                                                                         preserve_index=False)
-    _write_atomic(fs, target, lambda out: pq.write_table(table, out))
-
-
-def _write_atomic(fs: pafs.FileSystem, target: str, write: Callable[[Any], None]) -> None:
-    """`write(stream)` into a unique dot-file beside `target`, then rename it into place; the
-    temp file is removed when anything fails."""
-    folder, name = target.rsplit("/", 1)
-    fs.create_dir(folder, recursive=True)
-    tmp = join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with fs.open_output_stream(tmp) as out:
-            write(out)
-        fs.move(tmp, target)
-    except BaseException:
-        _delete_quietly(fs, tmp)
-        raise
-
-
-def _delete_quietly(fs: pafs.FileSystem, path: str) -> None:
-    try:
-        fs.delete_file(path)
-    except OSError:
-        pass
 
 
 class Store:
@@ -204,7 +173,7 @@ class Store:
 
     def write_text(self, name: str, text: str) -> None:
         """A small text file under the root, written atomically."""
-        _write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
+        write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
 
     def read_text(self, name: str) -> str | None:
         path = join(self.root, name)
@@ -217,7 +186,7 @@ class Store:
             return None
 
     def delete_text(self, name: str) -> None:
-        _delete_quietly(self.fs, join(self.root, name))
+        delete_quietly(self.fs, join(self.root, name))
 
     def list_parts(self, folder: str, suffix: str = ".parquet") -> list[str]:
         """Parquet parts in a folder, sorted; temp files (dot-files) are not parts."""
@@ -340,7 +309,7 @@ class Store:
         whose part was set aside join it in quarantine/; parts of attempts that lost or never
         finished, and everything in running/, are deleted."""
         for path in self.list_parts(self.running_dir):
-            _delete_quietly(self.fs, path)
+            delete_quietly(self.fs, path)
         set_aside = {p.rsplit("/", 1)[-1].removeprefix("part-").split(".")[0]
                      for p in state.set_aside if "/trials/" in p}
         parts = self.list_parts(self.steps_dir)
@@ -353,7 +322,7 @@ class Store:
             if tid in set_aside:
                 state.set_aside.append(self.set_aside(path))
             else:
-                _delete_quietly(self.fs, path)
+                delete_quietly(self.fs, path)
 
     def finished_row(self, trial_id: str) -> dict[str, Any] | None:
         """The trial's row when its part exists, reads, holds a finished (complete or
@@ -398,7 +367,7 @@ class Store:
         for path in self.list_parts(self.running_dir) + self.list_parts(self.steps_dir):
             tid, attempt = _parse_step_name(path)
             if tid == trial_id and not (keep and attempt == keep and "/steps/" in path):
-                _delete_quietly(self.fs, path)
+                delete_quietly(self.fs, path)
         return Attempt(self, trial_id)
 
     def write_failure(self, row: dict[str, Any], axes: dict[str, str] | None = None) -> bool:
@@ -452,12 +421,12 @@ class Attempt:
 
     def discard(self) -> None:
         self._delete_report_parts()
-        _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
+        delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
 
     def _delete_report_parts(self) -> None:
         """The per-report step parts of this attempt (the compacted part stays)."""
         for k in range(len(self.rows)):
-            _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
+            delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
