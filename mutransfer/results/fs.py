@@ -3,7 +3,9 @@ and the atomic writes into them that the store and the checkpoints share."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +27,11 @@ def is_uri(location: str) -> bool:
 
 
 def absolute_location(location: str | Path) -> str:
-    """A URI unchanged; a local path made absolute, so that Ray workers reach the same folder."""
+    """A URI unchanged; a local path made absolute, so that Ray workers reach the same folder.
+    UserError for a location holding a NUL byte (no filesystem takes one)."""
     text = str(location)
+    if "\0" in text:
+        raise UserError(f"storage {text!r}: holds a NUL byte; give a path or URI without one")
     if is_uri(text):
         return text.rstrip("/")
     return str(Path(text).expanduser().resolve())
@@ -42,6 +47,26 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise UserError(f"storage {text}: not a location pyarrow can open ({exc})") from None
     return fs, path.rstrip("/")
+
+
+def not_a_folder(fs: pafs.FileSystem, path: str) -> str | None:
+    """What `path` is when it exists and is not a folder ("a file", "a FIFO", ...); None for
+    a folder or nothing there."""
+    kind = fs.get_file_info(path).type
+    if kind in (pafs.FileType.Directory, pafs.FileType.NotFound):
+        return None
+    if kind == pafs.FileType.File:
+        return "a file"
+    if isinstance(fs, pafs.LocalFileSystem):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return "not a folder"
+        for test, what in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+            if test(mode):
+                return what
+    return "not a folder"
 
 
 def join(*parts: str) -> str:

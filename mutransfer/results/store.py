@@ -32,6 +32,7 @@ from mutransfer.results.fs import (
     absolute_location,
     delete_quietly,
     join,
+    not_a_folder,
     resolve,
     write_atomic,
     write_part_atomic,
@@ -129,11 +130,15 @@ class Store:
     def check_is_store(self) -> None:
         """Refuse (UserError) a non-empty folder that is not a results store: one with the
         marker file, or one made by an older version (trials/ and steps/ folders)."""
-        if self.fs.get_file_info(self.root).type == pafs.FileType.File:
-            raise UserError(f"storage {self.location}: is a file, not a folder")
+        what = not_a_folder(self.fs, self.root)
+        if what is not None:  # a file, a device, a FIFO: nothing to list or write folders in
+            raise UserError(f"storage {self.location}: is {what}, not a folder")
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         names = {i.path.rsplit("/", 1)[-1]: i.type for i in infos}
-        if not names or MARKER in names:
+        if MARKER in names:
+            self._check_marker()
+            return
+        if not names:
             return
         if all(names.get(d) == pafs.FileType.Directory for d in ("trials", "steps")):
             return  # made by a version before the marker
@@ -141,6 +146,24 @@ class Store:
         raise UserError(f"storage {self.location}: a folder that is not empty ({shown}) and "
                         f"not a mutransfer results store (no {MARKER}); give an empty or new "
                         f"folder, or an existing results folder")
+
+    def _check_marker(self) -> None:
+        """UserError naming the marker when it is not the JSON object a store writes (a
+        truncated or overwritten file): said once, not a crash of every later sweep."""
+        try:
+            with self.fs.open_input_stream(join(self.root, MARKER)) as f:
+                data = json.loads(f.read().decode("utf-8"))
+            problem = None if isinstance(data, dict) else f"holds a JSON {type(data).__name__}"
+        except UnicodeDecodeError as exc:
+            problem = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at {exc.start})"
+        except ValueError as exc:  # json.JSONDecodeError
+            problem = f"not JSON ({exc})"
+        except OSError as exc:
+            problem = f"unreadable ({first_line(exc)})"
+        if problem is not None:
+            raise UserError(f"storage {self.location}: its marker {MARKER} is damaged "
+                            f"({problem}); delete that file (it holds no results; the next "
+                            f"sweep writes it again)")
 
     def ensure_writable(self) -> None:
         """Create the folders and the marker file, proving that a file can be written there,
