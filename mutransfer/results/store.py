@@ -167,21 +167,48 @@ class Store:
 
     def ensure_writable(self) -> None:
         """Create the folders and the marker file, proving that a file can be written there,
-        or raise a UserError."""
+        or raise a UserError and leave no folder this call made (a full disk takes folders
+        but not the marker: a refused sweep must not leave empty trials/ and steps/)."""
+        made: list[str] = []
+        probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
         try:
-            for folder in (self.trials_dir, self.steps_dir):
-                self.fs.create_dir(folder, recursive=True)
+            for folder in (*self._missing_above(), self.root, self.trials_dir, self.steps_dir):
+                if self.fs.get_file_info(folder).type == pafs.FileType.NotFound:
+                    self.fs.create_dir(folder, recursive=True)
+                    made.append(folder)
             if self.read_text(MARKER) is None:
                 self.write_text(MARKER, json.dumps(
                     {"format": 2, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                      "versions": json.loads(versions())}, indent=1) + "\n")
-            probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
         except OSError as exc:
+            delete_quietly(self.fs, probe)
+            self._remove_made(made)
             raise UserError(f"storage {self.location}: not writable "
                             f"({first_line(exc)})") from None
+
+    def _missing_above(self) -> list[str]:
+        """The folders above the root that are not there yet, outermost first."""
+        missing: list[str] = []
+        parent = self.root.rsplit("/", 1)[0]
+        while parent and parent != self.root and \
+                self.fs.get_file_info(parent).type == pafs.FileType.NotFound:
+            missing.insert(0, parent)
+            parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+        return missing
+
+    def _remove_made(self, made: list[str]) -> None:
+        """Remove the folders ensure_writable made (steps/, trials/, the root, then the ones
+        above it), each only when empty: a file another process wrote meanwhile stays, with
+        its folders."""
+        for folder in reversed(made):
+            try:
+                if not self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
+                    self.fs.delete_dir(folder)
+            except OSError:
+                pass
 
     def delete_if_no_results(self) -> bool:
         """Remove the whole folder when it holds no Parquet part (only what a run set up:
