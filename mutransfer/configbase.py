@@ -62,10 +62,7 @@ def _arms(annotation: Any) -> list[Any]:
 
 def _items(value: Sequence, arm: Any) -> list[tuple[int, Any, Any]]:
     """(index, item, its annotation) of a list or tuple given where `arm` is a sequence type."""
-    args = get_args(arm)
-    origin = get_origin(arm)
-    if not args or not (isinstance(origin, type) and issubclass(origin, Sequence | set)):
-        return []
+    args, origin = get_args(arm), get_origin(arm)
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         return [(i, v, a) for i, (v, a) in enumerate(zip(value, args))]
     return [(i, v, args[0]) for i, v in enumerate(value)]
@@ -92,21 +89,40 @@ def number_problem(value: Any, annotation: Any) -> str | None:
         if float not in arms and abs(value) > MAX_INT:
             return f"{value:g} is out of range for an integer (at most 2**53 in size)"
         return None
-    if isinstance(value, list | tuple):
-        for arm in arms:
-            for i, item, item_ann in _items(value, arm):
-                problem = number_problem(item, item_ann)
-                if problem:
-                    return f"item {i}: {problem}"
-    elif isinstance(value, Mapping):
-        for arm in arms:
-            origin, args = get_origin(arm), get_args(arm)
-            if not (isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2):
-                continue
-            for key, item in value.items():
-                problem = number_problem(key, args[0]) or number_problem(item, args[1])
-                if problem:
-                    return f"{key}: {problem}"
+    if not isinstance(value, list | tuple | Mapping):
+        return None
+    # a container: a problem only when every alternative that takes its shape sees one (a
+    # union may hold the right one; a model checks its own fields)
+    found = [_container_problem(value, arm) for arm in arms]
+    taken = [f for f in found if f is not _NOT_THIS]
+    if not taken or any(f is None for f in taken):
+        return None
+    return taken[0]
+
+
+_NOT_THIS = "<not this alternative>"
+
+
+def _container_problem(value: Any, arm: Any) -> str | None:
+    """number_problem of each item of a list, tuple or mapping given where `arm` is asked;
+    _NOT_THIS when `arm` is not a container of that shape (a model: None, it checks itself)."""
+    if isinstance(arm, type) and issubclass(arm, BaseModel):
+        return None if isinstance(value, Mapping) else _NOT_THIS
+    origin, args = get_origin(arm), get_args(arm)
+    if isinstance(value, Mapping):
+        if not (isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2):
+            return _NOT_THIS
+        for key, item in value.items():
+            problem = number_problem(key, args[0]) or number_problem(item, args[1])
+            if problem:
+                return f"{key}: {problem}"
+        return None
+    if not (isinstance(origin, type) and issubclass(origin, Sequence | set)) or not args:
+        return _NOT_THIS
+    for i, item, item_ann in _items(value, arm):
+        problem = number_problem(item, item_ann)
+        if problem:
+            return f"item {i}: {problem}"
     return None
 
 
