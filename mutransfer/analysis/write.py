@@ -64,7 +64,8 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     from mutransfer.analysis.coordplot import plot_coord_check, read_coord
     from mutransfer.analysis.curves import plot_training_curves
     from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
-    figs = {
+
+    figs: dict[str, Figure] = {
         "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"), "Loss against LR",
                              "Seed-adjusted mean final eval loss at each LR, a line per width "
                              "through the LRs where every seed trained. Stars: fitted lr* "
@@ -73,11 +74,6 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                              "every seed diverged; ticks on the bottom edge: LRs the family "
                              "ran at another width but not at this one; triangles: trained "
                              "but above the y range."),
-        "stability": Figure(plot_stability(a, out / "stability_vs_width.png"),
-                            "Stability boundary against width",
-                            "Bars span the largest LR where every seed trained to the "
-                            "smallest where any seed diverged; dots are their geometric mean "
-                            "(the onset); x: the smallest LR where every seed diverged."),
     }
     if np.isfinite(a.lr_opt["lr_opt"]).any():  # else no point to draw (e.g. all diverged)
         figs["drift"] = Figure(
@@ -85,6 +81,11 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
             "lr* per width with its 95% interval (noise draws; hollow square: no interval, "
             "hollow circle: on the grid edge, a bound); dashed: least-squares fit of log2 lr* "
             "on log2 width, slope and its interval in the legend.")
+    figs["stability"] = Figure(
+        plot_stability(a, out / "stability_vs_width.png"), "Stability boundary against width",
+        "Bars span the largest LR where every seed trained to the smallest where any seed "
+        "diverged; dots are their geometric mean (the onset); x: the smallest LR where every "
+        "seed diverged.")
     curves = plot_training_curves(a, a.prepared, a.steps, out / "training_curves.png")
     if curves is not None:
         figs["curves"] = Figure(curves, "Training curves",
