@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -190,6 +192,36 @@ def test_a_sweep_refused_for_a_full_disk_leaves_no_folder(tmp_path, capsys, monk
     assert_one_line_error(capsys, main(["sweep", str(_sweep_file(tmp_path, str(existing)))]),
                           "No space left on device")
     assert sorted(p.name for p in existing.iterdir()) == ["steps", "trials"]
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 64 KiB tmpfs filled to the last byte (needs CAP_SYS_ADMIN: skipped without it)."""
+    mnt = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # ENOSPC: full
+            pass
+        finally:
+            os.close(fd)
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_sweep_on_a_really_full_disk_leaves_no_folder(tmp_path, full_tmpfs, capsys):
+    storage = full_tmpfs / "results"
+    path = _sweep_file(tmp_path, str(storage))
+    assert_one_line_error(capsys, main(["sweep", str(path)]), "No space left on device")
+    assert sorted(p.name for p in full_tmpfs.iterdir()) == ["fill"]
 
 
 # -- outputs -------------------------------------------------------------------------------------
