@@ -3,6 +3,7 @@ where mutransfer keeps what it makes outside a results store."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import types
@@ -42,7 +43,9 @@ class StrictModel(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_of_their_type(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
+        if value is None or value.__class__ is str and "\0" not in value:
+            return value  # the common cases, first: this runs for every field of every config
+        field = cls.__pydantic_fields__.get(info.field_name or "")
         if field is not None:
             problem = number_problem(value, field.annotation)
             if problem:
@@ -50,14 +53,25 @@ class StrictModel(BaseModel):
         return value
 
 
-def _arms(annotation: Any) -> list[Any]:
-    """The alternatives of an annotation: `int | None` -> [int, NoneType]; Annotated unwrapped."""
+def _arms(annotation: Any) -> tuple[Any, ...]:
+    """The alternatives of an annotation: `int | None` -> (int, NoneType); Annotated
+    unwrapped. Cached: every field of every config asks at every validation."""
+    try:
+        return _cached_arms(annotation)
+    except TypeError:  # an unhashable annotation
+        return _arms_of(annotation)
+
+
+def _arms_of(annotation: Any) -> tuple[Any, ...]:
     origin = get_origin(annotation)
     if origin is Annotated:
         return _arms(get_args(annotation)[0])
     if origin is Union or origin is types.UnionType:
-        return [arm for arg in get_args(annotation) for arm in _arms(arg)]
-    return [annotation]
+        return tuple(arm for arg in get_args(annotation) for arm in _arms(arg))
+    return (annotation,)
+
+
+_cached_arms = functools.lru_cache(maxsize=1024)(_arms_of)
 
 
 def _items(value: Sequence, arm: Any) -> list[tuple[int, Any, Any]]:
@@ -68,32 +82,45 @@ def _items(value: Sequence, arm: Any) -> list[tuple[int, Any, Any]]:
     return [(i, v, args[0]) for i, v in enumerate(value)]
 
 
+@functools.lru_cache(maxsize=1024)
+def _shape(annotation: Any) -> tuple[bool, bool, bool, bool, tuple[Any, ...]]:
+    """(takes anything, takes a number, takes a float, takes a bool, the alternatives that
+    are containers or models) of an annotation; cached: asked for every field at every
+    validation."""
+    arms = _arms(annotation)
+    containers = tuple(a for a in arms if get_origin(a) is not None and get_args(a)
+                       or isinstance(a, type) and issubclass(a, BaseModel))
+    return (Any in arms, int in arms or float in arms, float in arms, bool in arms, containers)
+
+
 def number_problem(value: Any, annotation: Any) -> str | None:
     """What is wrong with a number given where `annotation` takes one, or with a string that
     holds a NUL byte (None: nothing, or not a number where one is asked: pydantic says what is
     wrong with those)."""
     if isinstance(value, str):  # no path, name or word of a config holds one; the OS refuses it
         return "holds a NUL byte" if "\0" in value else None
-    arms = _arms(annotation)
-    if Any in arms:
+    try:
+        anything, numeric, floats, bools, containers = _shape(annotation)
+    except TypeError:  # an unhashable annotation
+        anything, numeric, floats, bools, containers = _shape.__wrapped__(annotation)
+    if anything:
         return None
-    numeric = int in arms or float in arms
     if isinstance(value, bool):
         return (f"{str(value).lower()} is a boolean, not a number"
-                if numeric and bool not in arms else None)
+                if numeric and not bools else None)
     if isinstance(value, int | float):
         if not numeric:
             return None
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value} is not a finite number"
-        if float not in arms and abs(value) > MAX_INT:
+        if not floats and abs(value) > MAX_INT:
             return f"{value:g} is out of range for an integer (at most 2**53 in size)"
         return None
-    if not isinstance(value, list | tuple | Mapping):
+    if not containers or not isinstance(value, list | tuple | Mapping):
         return None
     # a container: a problem only when every alternative that takes its shape sees one (a
     # union may hold the right one; a model checks its own fields)
-    found = [_container_problem(value, arm) for arm in arms]
+    found = [_container_problem(value, arm) for arm in containers]
     taken = [f for f in found if f is not _NOT_THIS]
     if not taken or any(f is None for f in taken):
         return None
