@@ -47,15 +47,6 @@ def version() -> str:
     return __version__
 
 
-def _available() -> list[tuple[str, str, str]]:
-    """Commands whose module exists in this checkout."""
-    found = []
-    for name, module, help_ in COMMANDS:
-        if importlib.util.find_spec(f"mutransfer.commands.{module}") is not None:
-            found.append((name, module, help_))
-    return found
-
-
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line (`error: ...`) and exit code 2, like every other bad input."""
 
@@ -68,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mutransfer {version()}")
     sub = parser.add_subparsers(title="commands", dest="command", required=True,
                                 metavar="COMMAND")
-    for name, module, help_ in _available():
+    for name, module, help_ in COMMANDS:
         p = sub.add_parser(name, help=help_, description=help_)
         p.set_defaults(_module=module)
         mod = importlib.import_module(f"mutransfer.commands.{module}")

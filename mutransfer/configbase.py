@@ -3,12 +3,17 @@ where mutransfer keeps what it makes outside a results store."""
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from mutransfer.errors import UserError, format_validation_error
 
@@ -22,22 +27,181 @@ def user_dir() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "mutransfer"
 
 
-class StrictModel(BaseModel):
-    """Unknown keys are errors: a typo in a sweep file must not be silently ignored."""
+# The largest integer a config field holds: every integer up to it is exact as a float64 (what
+# JSON readers and float columns make of it), and no count of steps, tokens or widths nears it.
+MAX_INT = 2**53
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo in a sweep file must not be silently ignored. Every
+    number is a number of its type: finite, not a boolean (YAML's `true` would pass as 1), and
+    an integer at most MAX_INT in size (`steps: 1.0e+18` would pass as a whole float); no
+    string holds a NUL byte."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_of_their_type(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or value.__class__ is str and "\0" not in value:
+            return value  # the common cases, first: this runs for every field of every config
+        field = cls.__pydantic_fields__.get(info.field_name or "")
+        if field is not None:
+            problem = number_problem(value, field.annotation)
+            if problem:
+                raise PydanticCustomError("number", problem)
+        return value
+
+
+def _arms(annotation: Any) -> tuple[Any, ...]:
+    """The alternatives of an annotation: `int | None` -> (int, NoneType); Annotated
+    unwrapped. Cached: every field of every config asks at every validation."""
+    try:
+        return _cached_arms(annotation)
+    except TypeError:  # an unhashable annotation
+        return _arms_of(annotation)
+
+
+def _arms_of(annotation: Any) -> tuple[Any, ...]:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _arms(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return tuple(arm for arg in get_args(annotation) for arm in _arms(arg))
+    return (annotation,)
+
+
+_cached_arms = functools.lru_cache(maxsize=1024)(_arms_of)
+
+
+def _items(value: Sequence, arm: Any) -> list[tuple[int, Any, Any]]:
+    """(index, item, its annotation) of a list or tuple given where `arm` is a sequence type."""
+    args, origin = get_args(arm), get_origin(arm)
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        return [(i, v, a) for i, (v, a) in enumerate(zip(value, args))]
+    return [(i, v, args[0]) for i, v in enumerate(value)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(annotation: Any) -> tuple[bool, bool, bool, bool, tuple[Any, ...]]:
+    """(takes anything, takes a number, takes a float, takes a bool, the alternatives that
+    are containers or models) of an annotation; cached: asked for every field at every
+    validation."""
+    arms = _arms(annotation)
+    containers = tuple(a for a in arms if get_origin(a) is not None and get_args(a)
+                       or isinstance(a, type) and issubclass(a, BaseModel))
+    return (Any in arms, int in arms or float in arms, float in arms, bool in arms, containers)
+
+
+def number_problem(value: Any, annotation: Any) -> str | None:
+    """What is wrong with a number given where `annotation` takes one, or with a string that
+    holds a NUL byte (None: nothing, or not a number where one is asked: pydantic says what is
+    wrong with those)."""
+    if isinstance(value, str):  # no path, name or word of a config holds one; the OS refuses it
+        return "holds a NUL byte" if "\0" in value else None
+    try:
+        anything, numeric, floats, bools, containers = _shape(annotation)
+    except TypeError:  # an unhashable annotation
+        anything, numeric, floats, bools, containers = _shape.__wrapped__(annotation)
+    if anything:
+        return None
+    if isinstance(value, bool):
+        return (f"{str(value).lower()} is a boolean, not a number"
+                if numeric and not bools else None)
+    if isinstance(value, int | float):
+        if not numeric:
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value} is not a finite number"
+        if not floats and abs(value) > MAX_INT:
+            return f"{value:g} is out of range for an integer (at most 2**53 in size)"
+        return None
+    if not containers or not isinstance(value, list | tuple | Mapping):
+        return None
+    # a container: a problem only when every alternative that takes its shape sees one (a
+    # union may hold the right one; a model checks its own fields)
+    found = [_container_problem(value, arm) for arm in containers]
+    taken = [f for f in found if f is not _NOT_THIS]
+    if not taken or any(f is None for f in taken):
+        return None
+    return taken[0]
+
+
+_NOT_THIS = "<not this alternative>"
+
+
+def _container_problem(value: Any, arm: Any) -> str | None:
+    """number_problem of each item of a list, tuple or mapping given where `arm` is asked;
+    _NOT_THIS when `arm` is not a container of that shape (a model: None, it checks itself)."""
+    if isinstance(arm, type) and issubclass(arm, BaseModel):
+        return None if isinstance(value, Mapping) else _NOT_THIS
+    origin, args = get_origin(arm), get_args(arm)
+    if isinstance(value, Mapping):
+        if not (isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2):
+            return _NOT_THIS
+        for key, item in value.items():
+            problem = number_problem(key, args[0]) or number_problem(item, args[1])
+            if problem:
+                return f"{key}: {problem}"
+        return None
+    if not (isinstance(origin, type) and issubclass(origin, Sequence | set)) or not args:
+        return _NOT_THIS
+    for i, item, item_ann in _items(value, arm):
+        problem = number_problem(item, item_ann)
+        if problem:
+            return f"item {i}: {problem}"
+    return None
+
+
+class StrictLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, except that a key given twice in one mapping is an error (the safe
+    loader keeps the last: a different experiment than the one written). Keys brought in by a
+    merge (`<<: *base`) may still be overridden: that is what a merge is for."""
+
+
+def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: the safe loader says what is wrong with it
+            continue
+        if first is not None:
+            raise DuplicateKeyError(key, first + 1, key_node.start_mark.line + 1)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, second: int):
+        super().__init__(f"key {key!r} is given twice (lines {first} and {second}): keep one")
+        self.key, self.first, self.second = key, first, second
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load(text)`, refusing duplicate keys (DuplicateKeyError)."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from a file, through `yaml.safe_load`; UserError on any problem."""
+    """A YAML mapping from a file, through `yaml.safe_load` with duplicate keys refused;
+    UserError on any problem."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
                         f"offset {exc.start}); save the file as UTF-8") from None
+    except DuplicateKeyError as exc:
+        raise UserError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -79,7 +243,7 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
             raise UserError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw)
+            value = load_yaml(raw)
         except yaml.YAMLError:
             value = raw
         out.append((key.strip(), value))

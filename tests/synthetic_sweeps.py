@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mutransfer.results.store import TRIAL_COLUMNS, Tables, write_part_atomic
+from mutransfer.results.fs import write_part_atomic
+from mutransfer.results.store import TRIAL_COLUMNS, Tables
 
 INITIAL_LOSS = 5.5
 EVAL_EVERY = 20

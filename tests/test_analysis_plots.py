@@ -10,7 +10,7 @@ import pytest
 
 from mutransfer.analysis import analyze, make_plots
 from mutransfer.analysis.coordplot import coord_summary
-from mutransfer.results.store import write_part_atomic
+from mutransfer.results.fs import write_part_atomic
 from tests.sweeps import LR_GRID, MUP, SP, planted_results
 from tests.synthetic_sweeps import synthetic_tables, write_results
 

@@ -20,6 +20,9 @@ def bad_data(tmp_path, case: str) -> dict:
     if case == "no text column":
         pq.write_table(pa.table({"body": ["x"] * 50}), tmp_path / "body.parquet")
         return {"source": "parquet", "path": str(tmp_path / "body.parquet")}
+    if case == "empty text":
+        (tmp_path / "empty.txt").write_text("")
+        return {"source": "text", "path": str(tmp_path / "empty.txt")}
     return {"source": "wikipedia"}
 
 
@@ -28,6 +31,7 @@ def bad_data(tmp_path, case: str) -> dict:
     ("missing path", "no .parquet files match"),
     ("empty parquet", "empty file"),
     ("no text column", "no 'text' column"),
+    ("empty text", "the files are empty"),
     ("unknown source", "source"),
 ])
 def test_bad_data_is_one_line_and_exit_code_2(tmp_path, case, words):

@@ -56,6 +56,11 @@ class Analysis(GroupAxes):
         return scale_name(self.choice, col)
 
     @property
+    def nothing_trained(self) -> bool:
+        """Every trial analysed diverged (a first sweep whose LR range is too high)."""
+        return int(self.cells["n_trained"].sum()) == 0 if len(self.cells) else True
+
+    @property
     def name(self) -> str:
         """The sweep's name, else the folder's."""
         return self.sweep or str(self.results_dir).rstrip("/").rsplit("/", 1)[-1]
@@ -108,8 +113,15 @@ def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables
     return tables
 
 
-def _notes(prep: Prepared) -> list[str]:
+NOTHING_TRAINED = ("nothing trained: all {n} trials diverged, so there is no loss to compare "
+                   "and no lr*; the stability plot shows where they diverged: lower the LR "
+                   "range and run again")
+
+
+def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
     notes = []
+    if not int(cells["n_trained"].sum()):
+        notes.append(NOTHING_TRAINED.format(n=len(prep.trials)))
     if prep.n_failed:
         notes.append(f"{prep.n_failed} failed trials excluded (status 'failed'): their cells "
                      "count the seeds that did run")
@@ -204,8 +216,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         stability_slope=stability_slope_table(stability, fam),
         regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
         monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
-        prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep), choice=choice,
-        scale_axes=prep.scale_axes)
+        prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
+        choice=choice, scale_axes=prep.scale_axes)
     scale_tables(a, prep)
     in_units(a)
     return a

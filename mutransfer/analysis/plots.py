@@ -236,12 +236,14 @@ def plot_stability(a: Analysis, path: Path) -> Path:
         text = f"{label}: slope {s['slope']:+.2f}" if np.isfinite(s["slope"]) else label
         ax.vlines(w[both], st["largest_trained"][both], st["smallest_any_diverged"][both],
                   color=col, lw=3, alpha=0.45)
-        ax.plot(w, st["smallest_all_diverged"], "x", color=col, ms=6, mew=1.5)
+        only_ok = ~both & np.isfinite(st["largest_trained"]).to_numpy()
+        trained = np.isfinite(st["largest_trained"]).to_numpy().any()
+        ax.plot(w, st["smallest_all_diverged"], "x", color=col, ms=6, mew=1.5,
+                label=None if trained else f"{label}: nothing trained")
         ax.plot(w[both], st["boundary"][both], "o-", color=col, ms=5,
                 label=text if both.any() else None)
-        only_ok = ~both & np.isfinite(st["largest_trained"]).to_numpy()
         ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
-                label=None if both.any() else f"{label}: no divergence")
+                label=None if both.any() or not only_ok.any() else f"{label}: no divergence")
         _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
     _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
@@ -257,7 +259,7 @@ def plot_stability(a: Analysis, path: Path) -> Path:
     if np.isfinite(a.stability["smallest_all_diverged"]).any():
         handles.append(Line2D([], [], ls="", marker="x", color="grey", mew=1.5,
                               label="every seed diverged"))
-    if not np.isfinite(a.stability["boundary"]).all():
+    if (~np.isfinite(a.stability["boundary"]) & np.isfinite(a.stability["largest_trained"])).any():
         handles.append(Line2D([], [], ls="", marker="^", color="grey",
                               label="largest LR that trained (none diverged)"))
     ax.legend(handles=handles, fontsize=8)

@@ -33,6 +33,7 @@ def fmt_slope(x: float) -> str:
 
 
 def fmt_stderr(x: float) -> str:
+    """Three decimals, or the missing mark (the law's Birge ratio and misses)."""
     return MISSING if not _finite(x) else f"{x:.3f}"
 
 

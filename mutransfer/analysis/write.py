@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -64,7 +65,7 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     from mutransfer.analysis.curves import plot_training_curves
     from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
 
-    figs = {
+    figs: dict[str, Figure] = {
         "loss_vs_lr": Figure(plot_loss_vs_lr(a, out / "loss_vs_lr.png"),
                              "Loss against LR" if a.choice.target == "lr"
                              else f"Loss against {a.choice.target}",
@@ -75,22 +76,23 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                              "every seed diverged; ticks on the bottom edge: LRs the family "
                              "ran at another width but not at this one; triangles: trained "
                              "but above the y range."),
-        "drift": Figure(plot_lr_opt(a, out / "lr_opt_vs_width.png"), "Optimal LR against width",
-                        "lr* per width with its 95% interval (noise draws; hollow square: "
-                        "no interval, hollow circle: on the grid edge, a bound); dashed: "
-                        "least-squares fit of log2 lr* on log2 width, slope and its "
-                        "interval in the legend."),
-        "stability": Figure(plot_stability(a, out / "stability_vs_width.png"),
-                            "Stability boundary against width",
-                            "Bars span the largest LR where every seed trained to the "
-                            "smallest where any seed diverged; dots are their geometric mean "
-                            "(the onset); x: the smallest LR where every seed diverged."),
     }
+    if np.isfinite(a.lr_opt["lr_opt"]).any():  # else no point to draw (e.g. all diverged)
+        figs["drift"] = Figure(
+            plot_lr_opt(a, out / "lr_opt_vs_width.png"), "Optimal LR against width",
+            "lr* per width with its 95% interval (noise draws; hollow square: no interval, "
+            "hollow circle: on the grid edge, a bound); dashed: least-squares fit of log2 lr* "
+            "on log2 width, slope and its interval in the legend.")
+    figs["stability"] = Figure(
+        plot_stability(a, out / "stability_vs_width.png"), "Stability boundary against width",
+        "Bars span the largest LR where every seed trained to the smallest where any seed "
+        "diverged; dots are their geometric mean (the onset); x: the smallest LR where every "
+        "seed diverged.")
     if not a.choice.is_default:
         figs.update(scale_figures(a, out))
         if not a.choice.log:  # the LR-scaled figures do not fit a linear target
-            figs.pop("drift")
-            figs.pop("stability")
+            figs.pop("drift", None)
+            figs.pop("stability", None)
     curves = plot_training_curves(a, a.prepared, a.steps, out / "training_curves.png")
     if curves is not None:
         figs["curves"] = Figure(curves, "Training curves",

@@ -11,15 +11,37 @@ from mutransfer.errors import UserError
 
 
 def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
-    """`path` can be written as a file: its folder exists and takes a new file, and the path
-    is not a folder. Nothing is left behind."""
+    """`path` can be written as a file: its folder exists and takes a new file, the path is
+    not a folder, and the file itself opens for writing. Nothing is left behind."""
     p = Path(path).expanduser()
-    if p.is_dir():
-        raise UserError(f"{option} {path}: is a folder; give a file name")
-    folder = p.parent
-    if not folder.is_dir():
-        raise UserError(f"{option} {path}: folder {folder} does not exist")
+    try:
+        if p.is_dir():
+            raise UserError(f"{option} {path}: is a folder; give a file name")
+        folder = p.parent
+        if not folder.is_dir():
+            raise UserError(f"{option} {path}: folder {folder} does not exist")
+    except OSError as exc:  # e.g. a name too long to look at
+        raise UserError(f"{option} {path}: cannot write this file "
+                        f"({exc.strerror or exc})") from None
     _probe(folder, option, path)
+    _probe_file(p, option, path)
+
+
+def _probe_file(p: Path, option: str, path: str | os.PathLike) -> None:
+    """Open the file itself for appending (its folder taking files does not say that it can
+    be written: a read-only file, a name too long, a link into a missing folder), then leave
+    it as it was: unchanged, or gone again when this made it. Non-blocking: a FIFO with no
+    reader is refused, not waited on."""
+    target = Path(os.path.realpath(p))  # through a link: the file it names
+    existed = target.exists()
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write this file "
+                        f"({exc.strerror or exc})") from None
+    os.close(fd)
+    if not existed:
+        target.unlink(missing_ok=True)
 
 
 def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:

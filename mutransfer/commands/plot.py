@@ -14,6 +14,8 @@ def run(args) -> int:
     from mutransfer.commands.analyze import analysis_from_args
 
     a = analysis_from_args(args)
+    if a.nothing_trained:  # a normal first sweep with too high an LR range: say so first
+        print(f"note: {a.notes[0]}")
     for path in make_plots(args.results_dir, analysis=a, out_dir=args.out):
         print(path)
     return 0

@@ -33,13 +33,16 @@ from mutransfer.data.cache import (
 )
 from mutransfer.data.config import DataConfig
 from mutransfer.data.tokenizers import make_tokenizer, token_dtype
+from mutransfer.errors import UserError
 
 HASH_BLOCK = 1 << 23
 # Below this many bytes of Parquet a process pool costs more than it saves (starting a
 # worker took about 1.5 s on 2 cores; one process tokenizes tens of MB in that time)
 POOL_BYTES = 1 << 26
 
-Progress = Callable[[int, int, int], None]  # (files done, files, tokens so far)
+# (files done, files, tokens so far); a writer calls it first with 0 done once the source passed
+# its checks, which is when the work is announced (a bad source is one error line, nothing else)
+Progress = Callable[[int, int, int], None]
 
 
 def file_digest(path: Path) -> str:
@@ -84,13 +87,16 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
 
     tok = make_tokenizer(cfg.tokenizer)
     files = ref.files
+    sizes = [p.stat().st_size for p in files.files]
+    if not any(sizes):  # what corpus_from_files refuses, before the work is announced
+        raise UserError(f"{cfg.source}: the files are empty ({files.root})")
+    progress(0, len(files.files), 0)
     corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed)
     train, eval_ = corpus.buffers["train"], corpus.buffers["eval"]
     with open(folder / shard_name(0), "wb") as f:
         f.write(train.tobytes())
         f.write(eval_.tobytes())
     progress(len(files.files), len(files.files), len(train) + len(eval_))
-    sizes = [p.stat().st_size for p in files.files]
     digests = [file_digest(p) for p in files.files]
     return {"kind": "memory", "dtype": train.dtype.str, "vocab_size": tok.vocab_size,
             "eot": tok.eot, "description": corpus.description,
@@ -114,6 +120,7 @@ def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
         prefix = hf_prefix(cfg)
     desc = f"{cfg.source}: {prefix}{describe_units(units, len(files.files), tok, cfg)}"
     ParquetSource(cfg.source, units, tok, cfg, desc)  # both splits get documents, or UserError
+    progress(0, len(files.files), 0)
     jobs = [(i, path, [u for u in units if u.path == path], cfg.text_column, cfg.split_seed,
              cfg.eval_fraction, cfg.tokenizer, folder / shard_name(i))
             for i, path in enumerate(files.files)]
@@ -203,11 +210,17 @@ class _ProgressLine:
         self.source, self.n_files = source, n_files
         self.start = time.monotonic()
         self.last = 0.0
-        if self.status is not None:
-            self.status.draw(f"preparing the token cache of {source} ({n_files} files) ...")
+        self.announced = False
 
     def update(self, done: int, total: int, tokens: int) -> None:
+        """The first call (0 done: the source passed its checks) announces the work."""
         now = time.monotonic()
+        if self.status is not None and not self.announced:
+            self.announced = True
+            self.last = now
+            self.status.draw(f"preparing the token cache of {self.source} ({self.n_files} "
+                             "files) ...")
+            return
         if self.status is None or (now - self.last < 1.0 and done < total):
             return
         self.last = now

@@ -36,12 +36,3 @@ def finish_output(y, inp: ScanInputs, D, z, dtype_in, states):
     out = out.to(dtype_in)
     return out if states is None else (out, states)
 
-
-def reference_states(u, delta, A, B, C, delta_bias, delta_softplus) -> torch.Tensor:
-    """All states (batch, dim, n, L) float32 from the reference loop, without gradients:
-    for backends whose kernels keep only some states (inspection, e.g. the coordinate check)."""
-    from mutransfer.ops.reference import scan_reference
-
-    with torch.no_grad():
-        inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
-        return scan_reference(inp, return_states=True)[1]

@@ -19,7 +19,7 @@ import importlib
 import torch
 
 from mutransfer.errors import UserError
-from mutransfer.ops.common import reference_states
+from mutransfer.ops.reference import reference_states
 
 INSTALL = ("scan backend 'mamba_ssm' needs the mamba-ssm package with its CUDA extension: "
            "MAMBA_KEEP_CUDA_BUILD=TRUE pip install --no-build-isolation 'mutransfer[mamba]' on "

@@ -35,3 +35,11 @@ def selective_scan_reference(u, delta, A, B, C, D=None, z=None, delta_bias=None,
     inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
     y, states = scan_reference(inp, return_states)
     return finish_output(y, inp, D, z, u.dtype, states)
+
+
+def reference_states(u, delta, A, B, C, delta_bias, delta_softplus) -> torch.Tensor:
+    """All states (batch, dim, n, L) float32 from the reference loop, without gradients:
+    for backends whose kernels keep only some states (inspection, e.g. the coordinate check)."""
+    with torch.no_grad():
+        inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
+        return scan_reference(inp, return_states=True)[1]

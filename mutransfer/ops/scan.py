@@ -37,10 +37,13 @@ def default_backend(device: torch.device | str) -> str:
     doctor chose it)."""
     device = torch.device(device)
     if device.type == "cuda":
-        chosen = _remembered(device.index if device.index is not None else
-                             torch.cuda.current_device())
-        if chosen is not None:
-            return chosen
+        # the doctor's choice is keyed by the device's name: without CUDA (a CPU build of
+        # torch, no driver) there is no device to have chosen for, and none to ask
+        if torch.cuda.is_available():
+            chosen = _remembered(device.index if device.index is not None else
+                                 torch.cuda.current_device())
+            if chosen is not None:
+                return chosen
         try:
             import triton  # noqa: F401
 

@@ -29,7 +29,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from mutransfer.errors import UserError
-from mutransfer.ops.common import reference_states
+from mutransfer.ops.reference import reference_states
 
 _F32 = torch.float32
 

@@ -22,8 +22,8 @@ import pyarrow.fs as pafs
 import torch
 
 from mutransfer.errors import first_line
-from mutransfer.results.fs import join
-from mutransfer.results.store import Store, _delete_quietly, _write_atomic
+from mutransfer.results.fs import delete_quietly, join, write_atomic
+from mutransfer.results.store import Store
 
 # Checkpointing may cost at most this fraction of a trial's time: a save is skipped while the
 # time since the last one is under (last save's duration / MAX_OVERHEAD).
@@ -38,7 +38,6 @@ class TrialCheckpoint:
         self.store, self.trial_id, self.max_overhead = store, trial_id, max_overhead
         self.last_save_end: float | None = None
         self.last_save_s = 0.0
-        self.saves = 0
 
     @property
     def path(self) -> str:
@@ -59,10 +58,9 @@ class TrialCheckpoint:
         if not self.due():
             return False
         t0 = time.perf_counter()
-        _write_atomic(self.store.fs, self.path, lambda out: torch.save(state, out))
+        write_atomic(self.store.fs, self.path, lambda out: torch.save(state, out))
         self.last_save_end = time.perf_counter()
         self.last_save_s = self.last_save_end - t0
-        self.saves += 1
         return True
 
     def load(self) -> dict[str, Any] | None:
@@ -84,4 +82,4 @@ class TrialCheckpoint:
         return state
 
     def remove(self) -> None:
-        _delete_quietly(self.store.fs, self.path)
+        delete_quietly(self.store.fs, self.path)

@@ -1,11 +1,20 @@
-"""Storage locations: a local path or any URI pyarrow's filesystems accept (s3://, gs://, ...)."""
+"""Storage locations (a local path or any URI pyarrow's filesystems accept: s3://, gs://, ...)
+and the atomic writes into them that the store and the checkpoints share."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError
 
@@ -18,8 +27,11 @@ def is_uri(location: str) -> bool:
 
 
 def absolute_location(location: str | Path) -> str:
-    """A URI unchanged; a local path made absolute, so that Ray workers reach the same folder."""
+    """A URI unchanged; a local path made absolute, so that Ray workers reach the same folder.
+    UserError for a location holding a NUL byte (no filesystem takes one)."""
     text = str(location)
+    if "\0" in text:
+        raise UserError(f"storage {text!r}: holds a NUL byte; give a path or URI without one")
     if is_uri(text):
         return text.rstrip("/")
     return str(Path(text).expanduser().resolve())
@@ -37,6 +49,64 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     return fs, path.rstrip("/")
 
 
+def not_a_folder(fs: pafs.FileSystem, path: str) -> str | None:
+    """What `path` is when it exists and is not a folder ("a file", "a FIFO", ...); None for
+    a folder or nothing there."""
+    kind = fs.get_file_info(path).type
+    if kind in (pafs.FileType.Directory, pafs.FileType.NotFound):
+        return None
+    if kind == pafs.FileType.File:
+        return "a file"
+    if isinstance(fs, pafs.LocalFileSystem):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return "not a folder"
+        for test, what in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+            if test(mode):
+                return what
+    return "not a folder"
+
+
 def join(*parts: str) -> str:
     """Join path parts with `/` (pyarrow filesystems use `/` on every platform)."""
     return "/".join(p.rstrip("/") for p in parts if p)
+
+
+def write_part_atomic(data: pd.DataFrame | pa.Table, target: str | Path,
+                      filesystem: pafs.FileSystem | None = None) -> None:
+    """Write a Parquet part to a temp file beside `target`, then rename it into place.
+
+    Readers never see a half-written part: they skip dot-files, and the rename is atomic on
+    local filesystems (object stores publish a whole object at once anyway). The temp name is
+    unique so two writers of the same part cannot interleave bytes. The store writes Arrow
+    tables of its schema; a DataFrame is written with the types pandas gives it.
+    """
+    fs = filesystem or pafs.LocalFileSystem()
+    target = str(Path(target).resolve()) if filesystem is None else str(target)
+    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data,
+                                                                         preserve_index=False)
+    write_atomic(fs, target, lambda out: pq.write_table(table, out))
+
+
+def write_atomic(fs: pafs.FileSystem, target: str, write: Callable[[Any], None]) -> None:
+    """`write(stream)` into a unique dot-file beside `target`, then rename it into place; the
+    temp file is removed when anything fails."""
+    folder, name = target.rsplit("/", 1)
+    fs.create_dir(folder, recursive=True)
+    tmp = join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with fs.open_output_stream(tmp) as out:
+            write(out)
+        fs.move(tmp, target)
+    except BaseException:
+        delete_quietly(fs, tmp)
+        raise
+
+
+def delete_quietly(fs: pafs.FileSystem, path: str) -> None:
+    try:
+        fs.delete_file(path)
+    except OSError:
+        pass

@@ -17,7 +17,7 @@ import json
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError, first_line
-from mutransfer.results.fs import absolute_location, join, resolve
+from mutransfer.results.fs import (
+    absolute_location,
+    delete_quietly,
+    join,
+    not_a_folder,
+    resolve,
+    write_atomic,
+    write_part_atomic,
+)
 from mutransfer.results.schema import (
     STEP_COLUMNS,
     STEP_FIELDS,
@@ -85,44 +93,6 @@ def _with_dtypes(df: pd.DataFrame, fields: list[tuple[str, pa.DataType]]) -> pd.
     return df
 
 
-def write_part_atomic(data: pd.DataFrame | pa.Table, target: str | Path,
-                      filesystem: pafs.FileSystem | None = None) -> None:
-    """Write a Parquet part to a temp file beside `target`, then rename it into place.
-
-    Readers never see a half-written part: they skip dot-files, and the rename is atomic on
-    local filesystems (object stores publish a whole object at once anyway). The temp name is
-    unique so two writers of the same part cannot interleave bytes. The store writes Arrow
-    tables of its schema; a DataFrame is written with the types pandas gives it.
-    """
-    fs = filesystem or pafs.LocalFileSystem()
-    target = str(Path(target).resolve()) if filesystem is None else str(target)
-    table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data,
-                                                                         preserve_index=False)
-    _write_atomic(fs, target, lambda out: pq.write_table(table, out))
-
-
-def _write_atomic(fs: pafs.FileSystem, target: str, write: Callable[[Any], None]) -> None:
-    """`write(stream)` into a unique dot-file beside `target`, then rename it into place; the
-    temp file is removed when anything fails."""
-    folder, name = target.rsplit("/", 1)
-    fs.create_dir(folder, recursive=True)
-    tmp = join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with fs.open_output_stream(tmp) as out:
-            write(out)
-        fs.move(tmp, target)
-    except BaseException:
-        _delete_quietly(fs, tmp)
-        raise
-
-
-def _delete_quietly(fs: pafs.FileSystem, path: str) -> None:
-    try:
-        fs.delete_file(path)
-    except OSError:
-        pass
-
-
 class Store:
     """One results folder: `trials/` and `steps/` parts plus the sweep file as run."""
 
@@ -160,11 +130,15 @@ class Store:
     def check_is_store(self) -> None:
         """Refuse (UserError) a non-empty folder that is not a results store: one with the
         marker file, or one made by an older version (trials/ and steps/ folders)."""
-        if self.fs.get_file_info(self.root).type == pafs.FileType.File:
-            raise UserError(f"storage {self.location}: is a file, not a folder")
+        what = not_a_folder(self.fs, self.root)
+        if what is not None:  # a file, a device, a FIFO: nothing to list or write folders in
+            raise UserError(f"storage {self.location}: is {what}, not a folder")
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         names = {i.path.rsplit("/", 1)[-1]: i.type for i in infos}
-        if not names or MARKER in names:
+        if MARKER in names:
+            self._check_marker()
+            return
+        if not names:
             return
         if all(names.get(d) == pafs.FileType.Directory for d in ("trials", "steps")):
             return  # made by a version before the marker
@@ -173,23 +147,68 @@ class Store:
                         f"not a mutransfer results store (no {MARKER}); give an empty or new "
                         f"folder, or an existing results folder")
 
+    def _check_marker(self) -> None:
+        """UserError naming the marker when it is not the JSON object a store writes (a
+        truncated or overwritten file): said once, not a crash of every later sweep."""
+        try:
+            with self.fs.open_input_stream(join(self.root, MARKER)) as f:
+                data = json.loads(f.read().decode("utf-8"))
+            problem = None if isinstance(data, dict) else f"holds a JSON {type(data).__name__}"
+        except UnicodeDecodeError as exc:
+            problem = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at {exc.start})"
+        except ValueError as exc:  # json.JSONDecodeError
+            problem = f"not JSON ({exc})"
+        except OSError as exc:
+            problem = f"unreadable ({first_line(exc)})"
+        if problem is not None:
+            raise UserError(f"storage {self.location}: its marker {MARKER} is damaged "
+                            f"({problem}); delete that file (it holds no results; the next "
+                            f"sweep writes it again)")
+
     def ensure_writable(self) -> None:
         """Create the folders and the marker file, proving that a file can be written there,
-        or raise a UserError."""
+        or raise a UserError and leave no folder this call made (a full disk takes folders
+        but not the marker: a refused sweep must not leave empty trials/ and steps/)."""
+        made: list[str] = []
+        probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
         try:
-            for folder in (self.trials_dir, self.steps_dir):
-                self.fs.create_dir(folder, recursive=True)
+            for folder in (*self._missing_above(), self.root, self.trials_dir, self.steps_dir):
+                if self.fs.get_file_info(folder).type == pafs.FileType.NotFound:
+                    self.fs.create_dir(folder, recursive=True)
+                    made.append(folder)
             if self.read_text(MARKER) is None:
                 self.write_text(MARKER, json.dumps(
                     {"format": 2, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                      "versions": json.loads(versions())}, indent=1) + "\n")
-            probe = join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
         except OSError as exc:
+            delete_quietly(self.fs, probe)
+            self._remove_made(made)
             raise UserError(f"storage {self.location}: not writable "
                             f"({first_line(exc)})") from None
+
+    def _missing_above(self) -> list[str]:
+        """The folders above the root that are not there yet, outermost first."""
+        missing: list[str] = []
+        parent = self.root.rsplit("/", 1)[0]
+        while parent and parent != self.root and \
+                self.fs.get_file_info(parent).type == pafs.FileType.NotFound:
+            missing.insert(0, parent)
+            parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+        return missing
+
+    def _remove_made(self, made: list[str]) -> None:
+        """Remove the folders ensure_writable made (steps/, trials/, the root, then the ones
+        above it), each only when empty: a file another process wrote meanwhile stays, with
+        its folders."""
+        for folder in reversed(made):
+            try:
+                if not self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
+                    self.fs.delete_dir(folder)
+            except OSError:
+                pass
 
     def delete_if_no_results(self) -> bool:
         """Remove the whole folder when it holds no Parquet part (only what a run set up:
@@ -204,7 +223,7 @@ class Store:
 
     def write_text(self, name: str, text: str) -> None:
         """A small text file under the root, written atomically."""
-        _write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
+        write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
 
     def read_text(self, name: str) -> str | None:
         path = join(self.root, name)
@@ -217,7 +236,7 @@ class Store:
             return None
 
     def delete_text(self, name: str) -> None:
-        _delete_quietly(self.fs, join(self.root, name))
+        delete_quietly(self.fs, join(self.root, name))
 
     def list_parts(self, folder: str, suffix: str = ".parquet") -> list[str]:
         """Parquet parts in a folder, sorted; temp files (dot-files) are not parts."""
@@ -340,7 +359,7 @@ class Store:
         whose part was set aside join it in quarantine/; parts of attempts that lost or never
         finished, and everything in running/, are deleted."""
         for path in self.list_parts(self.running_dir):
-            _delete_quietly(self.fs, path)
+            delete_quietly(self.fs, path)
         set_aside = {p.rsplit("/", 1)[-1].removeprefix("part-").split(".")[0]
                      for p in state.set_aside if "/trials/" in p}
         parts = self.list_parts(self.steps_dir)
@@ -353,7 +372,7 @@ class Store:
             if tid in set_aside:
                 state.set_aside.append(self.set_aside(path))
             else:
-                _delete_quietly(self.fs, path)
+                delete_quietly(self.fs, path)
 
     def finished_row(self, trial_id: str) -> dict[str, Any] | None:
         """The trial's row when its part exists, reads, holds a finished (complete or
@@ -398,7 +417,7 @@ class Store:
         for path in self.list_parts(self.running_dir) + self.list_parts(self.steps_dir):
             tid, attempt = _parse_step_name(path)
             if tid == trial_id and not (keep and attempt == keep and "/steps/" in path):
-                _delete_quietly(self.fs, path)
+                delete_quietly(self.fs, path)
         return Attempt(self, trial_id)
 
     def write_failure(self, row: dict[str, Any], axes: dict[str, str] | None = None) -> bool:
@@ -452,12 +471,12 @@ class Attempt:
 
     def discard(self) -> None:
         self._delete_report_parts()
-        _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
+        delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token))
 
     def _delete_report_parts(self) -> None:
         """The per-report step parts of this attempt (the compacted part stays)."""
         for k in range(len(self.rows)):
-            _delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
+            delete_quietly(self.store.fs, self.store.step_part(self.trial_id, self.token, k))
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
