@@ -139,6 +139,10 @@ def _build(config: TrialConfig) -> _Trial:
     t = config.train
     torch.manual_seed(t.seed)
     device = resolve_device(t.device)
+    if getattr(config.model, "scan_backend", None) == "mamba_ssm":
+        # a missing optional backend is a one-line error before the data is read or cached
+        from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn
+        load_selective_scan_fn()
     source = load_data(config.data)
     # What the data-dependent init schemes see of the data, handed from the source to the model:
     # a sample from its own stream (so training data is untouched), and the source's spec, with

@@ -78,7 +78,10 @@ def test_a_build_without_its_cuda_extension_is_named(monkeypatch):
         mamba_ssm_scan.load_selective_scan_fn()
 
 
-def test_train_with_mamba_ssm_missing_is_a_one_line_error(no_mamba_ssm, tmp_path, capsys):
+def test_train_with_mamba_ssm_missing_is_a_one_line_error(no_mamba_ssm, tmp_path, capsys,
+                                                          monkeypatch):
+    # an empty token cache: the error must come before any data is prepared (and its progress)
+    monkeypatch.setenv("MUTRANSFER_DATA_DIR", str(tmp_path / "data"))
     path = tmp_path / "t.yaml"
     out = tmp_path / "result.json"
     path.write_text("width: 16\nmodel: {base_width: 16, n_layer: 1, d_state: 4, "
