@@ -7,4 +7,4 @@ FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
 FIT_WINDOW = 2.5    # octaves: half-width of the window the optimum is fitted in
 MIN_NOISE_DF = 2    # degrees of freedom a noise estimate needs before it carries an interval
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
-COORD_MARGIN_SE = 2.0  # a slope violates only when outside the tolerance by > this many s.e.
+COORD_ALPHA = 0.05  # coordinate check: family-wise error rate of the violations (Holm, t test)
