@@ -284,3 +284,89 @@ def test_the_degrees_of_freedom_of_seed_spread_plus_fit_error_are_welchs():
     assert got[1] == pytest.approx(7) and got[2] == pytest.approx(3) and np.isinf(got[3])
     sl = slopes(table({"mup": {"conv": (0.0, 0.3)}}, seeds=tuple(range(6)), seed_spread=0.1))
     assert (sl.df == 5).all()  # planted power laws: no fit error, the seeds' 5 df alone
+
+
+def test_every_coord_check_option_says_what_it_does_and_its_default():
+    from mutransfer.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["coord-check"]
+    for action in sub._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, action.option_strings
+        assert "default" in action.help % {"default": action.default}, action.option_strings
+
+
+TINY = dict(params=["sp"], steps=1, seeds=[0, 1], batch_size=2, seq_len=16, d_state=4)
+
+
+def test_the_python_entry_point_measures_and_judges_a_width_check():
+    from mutransfer import CoordSettings, coord_check
+
+    r = coord_check(CoordSettings(widths=[16, 32], n_layer=1, **TINY))
+    assert set(r.coord.width) == {16, 32} and set(r.coord.n_layer) == {1}
+    assert r.verdict("sp") in ("PASS", "FAIL") and r.settings.axis == "width"
+    assert {"p", "p_holm", "df", "status"} <= set(r.slopes.columns)
+    assert "against log2 width" in r.text()
+
+
+def test_a_depth_check_takes_slopes_against_log2_depth_at_one_width():
+    from mutransfer import CoordSettings, coord_check
+
+    r = coord_check(CoordSettings(widths=[16], depths=[1, 2, 4], **TINY))
+    assert set(r.coord.n_layer) == {1, 2, 4} and set(r.coord.width) == {16}
+    assert sorted(r.coord[r.coord.n_layer == 4].layer.unique()) == [-1, 0, 1, 2, 3]
+    # the blocks every depth has (layer 0), the last block of each (Llast), model-level (-1)
+    assert set(r.slopes.layer) == {-1, 0, -2}
+    assert r.slopes.n_seeds.eq(2).all() and "against log2 depth" in r.text()
+    assert "Llast." in r.text()
+
+
+def test_a_planted_depth_law_is_recovered_on_the_last_block():
+    rows = []
+    for d in (2, 4, 8):
+        for layer in range(d):
+            for seed in (0, 1, 2):
+                for step in (0, 1):
+                    rows.append({"parameterization": "mup", "optimizer": "adam", "width": 64,
+                                 "n_layer": d, "seed": seed, "step": step, "layer": layer,
+                                 "quantity": "block_out", "rms": d ** (0.5 * layer / (d - 1)),
+                                 "drms": 0.0 if step == 0 else 1.0})
+    sl = slopes(pd.DataFrame(rows), axis="n_layer").set_index(["layer", "kind", "step"])
+    assert sl.loc[(-2, "h", 0), "slope"] == pytest.approx(0.5)  # last block: d^0.5
+    assert sl.loc[(0, "h", 0), "slope"] == pytest.approx(0.0)  # first block: flat
+    assert verdicts(sl.reset_index(), seeds=[0, 1, 2]).verdict.item() == "FAIL"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--depths", "4"], "--depths: give at least two different depths"),
+    (["--depths", "0", "2"], "--depths: 0 is below the minimum depth 1"),
+    (["--depths", "2", "4", "--widths", "64", "128"], "--widths: a depth check holds one"),
+    (["--depths", "2", "4", "--n-layer", "3"], "--n-layer: a depth check sets it"),
+    (["--depths", "2", "4", "--model", "n_layer=3"], "--model n_layer: a depth check sets"),
+    (["--width", "64"], "--width: only with --depths"),
+    (["--depths", "2", "4", "--depth-param", "completep"], "--depth-param: this version has"),
+])
+def test_bad_depth_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):
+    from mutransfer.param.config import ParamConfig
+
+    if "--depth-param" in argv and "depth" in ParamConfig.model_fields:
+        pytest.skip("param.depth exists: --depth-param is accepted")
+    code = main(["coord-check", "--out", str(tmp_path / "out"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_coord_check_command_runs_a_depth_check(tmp_path, capsys):
+    out = tmp_path / "cc"
+    code = main(["coord-check", "--depths", "1", "2", "--width", "16", "--param", "sp",
+                 "--steps", "1", "--seeds", "0", "1", "--batch-size", "2", "--seq-len", "16",
+                 "--out", str(out)])
+    assert code == 0
+    assert set(pd.read_parquet(out / "coord.parquet").n_layer) == {1, 2}
+    assert (out / "coord_check_depth_adam.png").exists()
+    assert "slope of log2 RMS against log2 depth" in capsys.readouterr().out
