@@ -104,7 +104,8 @@ _MUP = {
 
 # Spectral scaling (Yang, Simon & Bernstein 2023): ‖W‖ and ‖ΔW‖ ∝ √(fan_out/fan_in).
 # Hidden: σ ∝ 1/√fan_in, Adam η/fan_in, SGD η·fan_out/fan_in (∝ 1 when both scale).
-# W_B, W_C (d_state × d_inner): σ = √d_state/d_inner, Adam and SGD η/m
+# W_B, W_C (d_state × d_inner): σ ∝ √d_state/d_inner (the constant: the reference init at the
+# base shape, √(d_inner_base / (3·d_state_base)) · √d_state/d_inner), Adam and SGD η/m
 # (the role table of docs/parameterizations.md).
 # Readout σ ∝ √fan_out/fan_in is realised, as for muP, by a 1/m multiplier on a base-init
 # readout, which also works when the readout is tied to the embedding.
