@@ -370,3 +370,18 @@ def test_coord_check_command_runs_a_depth_check(tmp_path, capsys):
     assert set(pd.read_parquet(out / "coord.parquet").n_layer) == {1, 2}
     assert (out / "coord_check_depth_adam.png").exists()
     assert "slope of log2 RMS against log2 depth" in capsys.readouterr().out
+
+
+def test_a_depth_check_is_relative_to_its_smallest_depth_where_the_model_has_a_base_depth():
+    from mutransfer.config import ModelConfig
+    from mutransfer.coord.measure import trial_config
+    from mutransfer.coord.settings import CoordSettings
+
+    s = CoordSettings(widths=[64], depths=[2, 8])
+    cfg = trial_config(s, "mup_ssm", 64, 0, 8)
+    assert cfg.model.n_layer == 8 and cfg.width == 64
+    if "base_n_layer" not in ModelConfig.model_fields:
+        pytest.skip("no model.base_n_layer in this version")
+    assert cfg.model.base_n_layer == 2
+    given = CoordSettings(widths=[64], depths=[2, 8], model={"base_n_layer": 4})
+    assert trial_config(given, "mup_ssm", 64, 0, 8).model.base_n_layer == 4

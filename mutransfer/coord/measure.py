@@ -25,6 +25,8 @@ def trial_config(s: CoordSettings, param: str, width: int, seed: int,
              "base_width": s.base_width or min(s.widths), **(s.model or {})}
     if n_layer is not None:
         model["n_layer"] = n_layer
+    if s.depths and "base_n_layer" in ModelConfig.model_fields:
+        model.setdefault("base_n_layer", min(s.depths))  # as base_width: the smallest depth
     param_cfg = {"name": param, "overrides": overrides}
     if s.depth_param is not None:
         param_cfg["depth"] = s.depth_param
