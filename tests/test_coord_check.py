@@ -385,3 +385,12 @@ def test_a_depth_check_is_relative_to_its_smallest_depth_where_the_model_has_a_b
     assert cfg.model.base_n_layer == 2
     given = CoordSettings(widths=[64], depths=[2, 8], model={"base_n_layer": 4})
     assert trial_config(given, "mup_ssm", 64, 0, 8).model.base_n_layer == 4
+
+
+def test_the_figure_of_a_depth_check_is_drawn_against_depth():
+    from mutransfer.analysis.coordplot import coord_axis
+
+    depth = table({"mup": {"conv": (0.0, 0.0)}}).assign(n_layer=lambda d: d.width // 32,
+                                                          width=64)
+    assert coord_axis(depth) == "n_layer"
+    assert coord_axis(table({"mup": {"conv": (0.0, 0.0)}})) == "width"  # no n_layer column

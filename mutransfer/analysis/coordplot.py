@@ -31,6 +31,13 @@ def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
     return df if len(df) else None
 
 
+def coord_axis(df: pd.DataFrame) -> str:
+    """`n_layer` for a depth check's table (one width, several depths), else `width`."""
+    if "n_layer" in df and df["width"].nunique() == 1 and df["n_layer"].nunique() > 1:
+        return "n_layer"
+    return "width"
+
+
 def coord_summary(df: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
     """Geometric-mean rms and drms per (parameterization, optimizer, `axis` value, quantity)
     at the last step, over seeds and layers (the mean the verdict's slopes are taken of)."""
