@@ -1,8 +1,9 @@
 """mutransfer: does a learning rate tuned on a small state-space model transfer to a large one?
 
 The Python API (README.md, "From Python"): `run_trial` and `TrialConfig` (one trial), `run`
-and `SweepResult` (a sweep on Ray), `read_tables` (a sweep's Parquet tables) and `analyze`
-(the transfer analysis). They are imported on first use: `import mutransfer` stays cheap and
+and `SweepResult` (a sweep on Ray), `read_tables` (a sweep's Parquet tables), `analyze`
+(the transfer analysis) and `coord_check` with `CoordSettings` and `CoordResult` (the
+coordinate check). They are imported on first use: `import mutransfer` stays cheap and
 imports neither torch nor Ray.
 """
 
@@ -21,6 +22,9 @@ _EXPORTS = {
     "SweepResult": "mutransfer.sweep.driver",
     "read_tables": "mutransfer.results.store",
     "analyze": "mutransfer.analysis",
+    "coord_check": "mutransfer.coordcheck",
+    "CoordResult": "mutransfer.coordcheck",
+    "CoordSettings": "mutransfer.coord.settings",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -13,7 +13,7 @@ MIN_NOISE_DF = 2    # degrees of freedom a noise estimate needs before it carrie
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
 # the config paths that set a trial's training tokens (the `tokens` scale axis)
 TOKEN_SOURCES = ("train.steps", "train.tokens", "train.batch_size", "train.seq_len")
-COORD_MARGIN_SE = 2.0  # a slope violates only when outside the tolerance by > this many s.e.
+COORD_ALPHA = 0.05  # coordinate check: family-wise error rate of the violations (Holm, t test)
 
 
 class AnalysisSection(BaseModel):

@@ -35,7 +35,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("status", "jobs", "status of a submitted sweep job"),
     ("logs", "jobs", "logs of a submitted sweep job"),
     ("train", "train", "run one trial from a config file"),
-    ("coord-check", "coord_check", "coordinate check: activation sizes against width"),
+    ("coord-check", "coord_check", "coordinate check: activation sizes against width or depth"),
     ("autocorr", "autocorr", "autocorrelation lambda_max and timescale against length"),
 ]
 

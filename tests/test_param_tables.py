@@ -135,3 +135,47 @@ def test_independent_weight_decay_keeps_lr_times_wd_constant():
     assert groups["hidden"]["lr"] * groups["hidden"]["weight_decay"] == pytest.approx(1e-4)
     assert groups["embedding"]["weight_decay"] == pytest.approx(0.1)
     assert groups["vector"]["weight_decay"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["mup", "spectral", "mup_ssm"])
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_weight_decay_per_step_is_the_base_widths_as_in_the_mup_library(name, optimizer):
+    """MuAdamW/MuSGD (microsoft/mup, mup/optim.py) divide each group's weight_decay by its LR's
+    width factor, so LR·wd stays constant in width; the old tables kept wd and let LR·wd fall
+    as 1/m on the hidden matrices (0.025 instead of 0.1 at m = 4)."""
+    lr, wd = 0.5, 0.2
+    decay = {}
+    for width in (BASE, 4 * BASE):
+        cfg = TrialConfig(width=width, param={"name": name}, model={
+            "base_width": BASE, "n_layer": 1}, train={"optimizer": optimizer, "lr": lr,
+                                                      "weight_decay": wd, "momentum": 0.0})
+        decay[width] = {g["role"]: g["lr"] * g["weight_decay"]
+                        for g in param_groups(build_model(cfg, BYTES), cfg)}
+    assert decay[BASE]["hidden"] == pytest.approx(lr * wd)
+    assert decay[4 * BASE] == pytest.approx(decay[BASE])
+    assert decay[4 * BASE]["vector"] == 0.0
+
+
+def test_decoupled_decay_of_a_hidden_matrix_in_one_adamw_step_is_the_base_widths():
+    from mutransfer.optim import make_optimizer
+
+    cfg = TrialConfig(width=4 * BASE, param={"name": "mup"}, model={
+        "base_width": BASE, "n_layer": 1}, train={"optimizer": "adamw", "lr": 0.5,
+                                                  "weight_decay": 0.2})
+    model = build_model(cfg, BYTES)
+    w = dict(model.named_parameters())[PROBE["hidden"][0]]
+    before = w.detach().clone()
+    opt = make_optimizer(model, cfg)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)  # no gradient: the step is the decay alone
+    opt.step()
+    assert torch.allclose(w.detach(), before * (1 - 0.5 * 0.2))
+
+
+def test_independent_weight_decay_compensates_the_width_factor_not_a_tuned_lr_mult():
+    cfg = TrialConfig(width=BASE, param={"name": "mup", "overrides": {"hidden": {
+        "lr_mult": 4.0}}}, model={"base_width": BASE, "n_layer": 1},
+        train={"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.1})
+    groups = {g["role"]: g for g in param_groups(build_model(cfg, BYTES), cfg)}
+    assert groups["hidden"]["lr"] == pytest.approx(4e-3)
+    assert groups["hidden"]["weight_decay"] == pytest.approx(0.1)

@@ -31,11 +31,18 @@ def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
     return df if len(df) else None
 
 
-def coord_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Geometric-mean rms and drms per (parameterization, optimizer, width, quantity) at the
-    last step, over seeds and layers (the mean the verdict's slopes are taken of)."""
+def coord_axis(df: pd.DataFrame) -> str:
+    """`n_layer` for a depth check's table (one width, several depths), else `width`."""
+    if "n_layer" in df and df["width"].nunique() == 1 and df["n_layer"].nunique() > 1:
+        return "n_layer"
+    return "width"
+
+
+def coord_summary(df: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
+    """Geometric-mean rms and drms per (parameterization, optimizer, `axis` value, quantity)
+    at the last step, over seeds and layers (the mean the verdict's slopes are taken of)."""
     last = df[df["step"] == df["step"].max()]
-    keys = ["parameterization", "optimizer", "width", "quantity"]
+    keys = ["parameterization", "optimizer", axis, "quantity"]
     with np.errstate(divide="ignore"):
         logs = last.assign(rms=np.log(last["rms"]), drms=np.log(last["drms"]))
     out = logs.groupby(keys, sort=True).agg(rms=("rms", "mean"), drms=("drms", "mean"),
@@ -43,27 +50,31 @@ def coord_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out.assign(rms=np.exp(out["rms"]), drms=np.exp(out["drms"]))
 
 
-def plot_coord_check(df: pd.DataFrame, path: Path) -> Path:
-    summ = coord_summary(df)
+def plot_coord_check(df: pd.DataFrame, path: Path, axis: str = "width") -> Path:
+    """RMS of h and Δh against `axis` (width, or n_layer for a depth check), a panel per
+    parameterization."""
+    summ = coord_summary(df, axis)
     step = int(df["step"].max())
     panels = list(summ.groupby(["parameterization", "optimizer"], sort=True))
     show_opt = summ["optimizer"].nunique() > 1
     quantities = sorted(summ["quantity"].unique())
     cmap = plt.get_cmap("tab20" if len(quantities) > 10 else "tab10")
     colors = {q: cmap(i % cmap.N) for i, q in enumerate(quantities)}
-    widths = sorted(int(w) for w in summ["width"].unique())
+    widths = sorted(int(w) for w in summ[axis].unique())
     fig, axes = plt.subplots(2, len(panels), squeeze=False, sharex=True,
                              figsize=(3.6 * len(panels) + 2.0, 6.4))
     for j, ((param, opt), rows) in enumerate(panels):
         for i, (col, what) in enumerate([("rms", "RMS of h"), ("drms", "RMS of Δh")]):
             ax = axes[i, j]
             for q, r in rows.groupby("quantity"):
-                r = r.sort_values("width")
+                r = r.sort_values(axis)
                 v = r[col].to_numpy(float)
                 keep = np.isfinite(v) & (v > 0)  # Δh is 0 at step 0: nothing to draw on a log axis
-                ax.plot(r["width"][keep], v[keep], "o-", ms=3, lw=1.2, color=colors[q])
+                ax.plot(r[axis][keep], v[keep], "o-", ms=3, lw=1.2, color=colors[q])
             ax.set_yscale("log")
             width_axis(ax, widths)
+            if axis == "n_layer":
+                ax.set_xlabel("depth (n_layer, log2 scale)")
             ax.set_title(f"{param}" + (f" ({opt})" if show_opt else "") + f": {what}",
                          fontsize=9)
             ax.set_ylabel(what if j == 0 else "")
@@ -71,7 +82,8 @@ def plot_coord_check(df: pd.DataFrame, path: Path) -> Path:
     handles = [Line2D([], [], color=colors[q], marker="o", ms=3, label=q) for q in quantities]
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
                title="activation", fontsize=8)
-    fig.suptitle(f"Coordinate check at step {step}: flat lines mean width-independent sizes "
+    what = "depth" if axis == "n_layer" else "width"
+    fig.suptitle(f"Coordinate check at step {step}: flat lines mean {what}-independent sizes "
                  "(geometric mean over seeds and layers)")
     fig.tight_layout()
     return save(fig, path)

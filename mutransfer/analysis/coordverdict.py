@@ -1,4 +1,5 @@
-"""Coordinate check, judging part: log-log slopes against width, their noise, and a verdict.
+"""Coordinate check, judging part: log-log slopes against width (or depth), their noise, and a
+verdict.
 
 Reads the table coord/measure.py writes (coord.parquet, docs/results-format.md); no torch.
 
@@ -6,15 +7,23 @@ A parameterization that claims feature learning must keep the RMS of every activ
 of its update Δh flat in width: |slope of log2 RMS against log2 width| <= tolerance, at every
 step. One exception, as in the mup library's own checks: the logits only need to stay O(1) at
 init, so for `logits` h may shrink (slope <= tolerance, no lower bound); their Δh must be flat.
+The same rule judges slopes against log2 depth (`axis="n_layer"`).
 
 Noise model: each seed (its own init and its own training batches) gives its own slope per
 (layer, quantity, step, kind); the estimate is their mean (equal to the slope of the seeds'
 geometric-mean RMS). Its standard error has two parts: the spread of the per-seed slopes
-(/√seeds), and the OLS error of a power law fitted over the widths to the seed-mean curve,
-which no number of seeds removes where the log-log curve bends. A slope is a *violation* only
-when it lies outside the tolerance by more than `margin` standard errors (robust); one outside
-by less is *borderline*: reported, not counted. With one seed and two widths there is no
-standard error and every slope outside the tolerance counts.
+(/√seeds, seeds − 1 degrees of freedom), and the OLS error of a power law fitted over the
+widths to the seed-mean curve (widths − 2 degrees of freedom), which no number of seeds removes
+where the log-log curve bends. The two are added in quadrature and the sum's degrees of freedom
+are Welch–Satterthwaite's.
+
+Verdict: each slope outside the tolerance is tested (one-sided t test of "inside the band"
+at those degrees of freedom); the p-values of a parameterization's slopes (~140: its family)
+are Holm-adjusted, and a slope is a *violation* (status `robust`) when its adjusted p is at
+most `alpha`: the chance that a parameterization whose every slope lies inside the band FAILs
+is at most alpha, however many slopes are checked. A slope outside by less is *borderline*:
+reported, not counted. With one seed and two widths there is no standard error and every slope
+outside the tolerance counts.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.slopes import rowwise_slopes
-from mutransfer.analysis_defaults import COORD_MARGIN_SE as MARGIN
+from mutransfer.analysis.tdist import t_upper
+from mutransfer.analysis_defaults import COORD_ALPHA as ALPHA
 from mutransfer.analysis_defaults import COORD_TOLERANCE as TOLERANCE
 from mutransfer.param.config import PARAMETERIZATIONS
 
@@ -31,15 +41,18 @@ FEATURE_LEARNING = tuple(p for p in PARAMETERIZATIONS if p != "sp")  # SP does n
 DOCS = 'docs/parameterizations.md, "The coordinate check and its noise model"'
 SHRINK_ALLOWED = ("logits",)
 KEYS = ["parameterization", "layer", "quantity", "step"]
+LAST = -2  # `layer` of the last block in a depth check (-1: model-level quantities)
+AXES = {"width": "width", "n_layer": "depth"}  # what slopes can be taken against
 
 
-def _log_sizes(coord: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+def _log_sizes(coord: pd.DataFrame, axis: str = "width") -> list[tuple[str, pd.DataFrame]]:
     """Per kind (h, dh): log2 RMS with a row per (param, layer, quantity, step, seed) and a
-    column per width. Δh at step 0 (zero by definition) is left out."""
+    column per value of `axis` (width or n_layer). Δh at step 0 (zero by definition) is left
+    out."""
     out = []
     for kind, col in (("h", "rms"), ("dh", "drms")):
         rows = coord if kind == "h" else coord[coord["step"] > 0]
-        wide = rows.pivot_table(index=KEYS + ["seed"], columns="width", values=col,
+        wide = rows.pivot_table(index=KEYS + ["seed"], columns=axis, values=col,
                                 aggfunc="first", sort=True)
         if wide.shape[1] >= 2:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -47,14 +60,14 @@ def _log_sizes(coord: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
-def seed_slopes(coord: pd.DataFrame) -> pd.DataFrame:
-    """Slope of log2 RMS vs log2 width per (param, layer, quantity, step, kind, seed).
+def seed_slopes(coord: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
+    """Slope of log2 RMS vs log2 `axis` per (param, layer, quantity, step, kind, seed).
 
     A seed whose RMS is zero or non-finite at some width gets an infinite slope (it cannot be
     flat).
     """
     out = []
-    for kind, logs in _log_sizes(coord):
+    for kind, logs in _log_sizes(coord, axis):
         y = logs.to_numpy(float)
         s = rowwise_slopes(np.log2(logs.columns.to_numpy(float)), y)
         s[~np.isfinite(y).all(axis=1)] = np.inf
@@ -63,11 +76,12 @@ def seed_slopes(coord: pd.DataFrame) -> pd.DataFrame:
         columns=KEYS + ["seed", "kind", "slope"])
 
 
-def fit_errors(coord: pd.DataFrame) -> pd.DataFrame:
+def fit_errors(coord: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
     """OLS standard error of the slope fitted to the seed-mean log2 RMS, per (…, kind): how
-    far the curve is from a power law over these widths (NaN with fewer than 3 widths)."""
+    far the curve is from a power law over these widths (NaN with fewer than 3 widths), and
+    its degrees of freedom (widths − 2)."""
     out = []
-    for kind, logs in _log_sizes(coord):
+    for kind, logs in _log_sizes(coord, axis):
         mean = logs.groupby(level=KEYS, sort=True).mean()
         x = np.log2(mean.columns.to_numpy(float))
         y = mean.to_numpy(float)
@@ -76,30 +90,60 @@ def fit_errors(coord: pd.DataFrame) -> pd.DataFrame:
         with np.errstate(invalid="ignore", divide="ignore"):  # non-finite rows: NaN
             resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
             se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / (xc**2).sum())
-        out.append(mean.index.to_frame(index=False).assign(kind=kind, se_fit=se))
+        out.append(mean.index.to_frame(index=False).assign(kind=kind, se_fit=se,
+                                                           df_fit=len(x) - 2))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
-        columns=KEYS + ["kind", "se_fit"])
+        columns=KEYS + ["kind", "se_fit", "df_fit"])
 
 
-def slopes(coord: pd.DataFrame) -> pd.DataFrame:
-    """Per (param, layer, quantity, step, kind): the mean slope over seeds, its standard error
-    `se` = √(se_seeds² + se_fit²), its two parts and the number of seeds.
+def slopes(coord: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
+    """Per (param, layer, quantity, step, kind): the mean slope over seeds against log2 `axis`,
+    its standard error `se` = √(se_seeds² + se_fit²), its two parts, its degrees of freedom
+    `df` and the number of seeds.
 
-    se_seeds is the spread of the per-seed slopes / √seeds (NaN with one seed); se_fit the
-    OLS error of the power law fitted to the seed-mean curve (see `fit_errors`), which also
-    holds what seed noise is left in that mean, so the sum errs on the wide side.
+    se_seeds is the spread of the per-seed slopes / √seeds (NaN with one seed; seeds − 1
+    degrees of freedom); se_fit the OLS error of the power law fitted to the seed-mean curve
+    (see `fit_errors`; widths − 2), which also holds what seed noise is left in that mean, so
+    the sum errs on the wide side. `df` is Welch–Satterthwaite's for the sum.
     """
-    per_seed = seed_slopes(coord)
+    if axis == "n_layer":
+        coord = by_position(coord)
+    per_seed = seed_slopes(coord, axis)
     g = per_seed.groupby(KEYS + ["kind"], sort=True)["slope"]
     out = g.agg(slope="mean", sd="std", n_seeds="count").reset_index()
-    out = out.merge(fit_errors(coord), on=KEYS + ["kind"], how="left")
+    out = out.merge(fit_errors(coord, axis), on=KEYS + ["kind"], how="left")
     with np.errstate(invalid="ignore"):
         out["se_seeds"] = np.where(out["n_seeds"] > 1, out["sd"] / np.sqrt(out["n_seeds"]),
                                    np.nan)
-    out["se"] = np.sqrt(out["se_seeds"] ** 2 + out["se_fit"].fillna(0.0) ** 2)
-    out.loc[~np.isfinite(out["slope"]), ["se", "se_seeds", "se_fit"]] = np.nan
-    return out.drop(columns="sd")[KEYS + ["kind", "slope", "se", "se_seeds", "se_fit",
-                                          "n_seeds"]]
+    out["se"] = np.sqrt(out["se_seeds"].fillna(0.0) ** 2 + out["se_fit"].fillna(0.0) ** 2)
+    out["df"] = welch_df(out["se_seeds"].to_numpy(float), out["n_seeds"].to_numpy(float) - 1,
+                         out["se_fit"].to_numpy(float), out["df_fit"].to_numpy(float))
+    none = out["se_seeds"].isna() & out["se_fit"].isna()
+    out.loc[none, "se"] = np.nan  # one seed, two widths: no standard error
+    out.loc[~np.isfinite(out["slope"]), ["se", "se_seeds", "se_fit", "df"]] = np.nan
+    return out.drop(columns=["sd", "df_fit"])[KEYS + ["kind", "slope", "se", "df", "se_seeds",
+                                                      "se_fit", "n_seeds"]]
+
+
+def by_position(coord: pd.DataFrame) -> pd.DataFrame:
+    """For slopes against depth: the blocks every depth has (layer < the smallest n_layer),
+    the last block of each depth as layer LAST, and the model-level quantities (layer -1)."""
+    shallowest = int(coord["n_layer"].min())
+    last = coord[coord["layer"] == coord["n_layer"] - 1].assign(layer=LAST)
+    return pd.concat([coord[coord["layer"] < shallowest], last], ignore_index=True)
+
+
+def welch_df(se1: np.ndarray, df1: np.ndarray, se2: np.ndarray, df2: np.ndarray) -> np.ndarray:
+    """Welch–Satterthwaite degrees of freedom of √(se1² + se2²): (Σ se²)² / Σ se⁴/df, over the
+    parts that exist (a NaN part, or one with df < 1, is left out); inf when every part is 0."""
+    parts = []
+    for se, df in ((se1, df1), (se2, df2)):
+        ok = np.isfinite(se) & (df >= 1)
+        parts.append((np.where(ok, se**2, 0.0), np.where(ok, df, 1.0)))
+    var = sum(v for v, _ in parts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = var**2 / sum(v**2 / d for v, d in parts)
+    return np.where(var > 0, out, np.inf)
 
 
 def _reach(sl: pd.DataFrame) -> pd.Series:
@@ -117,23 +161,54 @@ def excess(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
     return pd.Series(out, index=sl.index)
 
 
-def judge(sl: pd.DataFrame, tol: float = TOLERANCE, margin: float = MARGIN) -> pd.DataFrame:
-    """`sl` with `excess` and `status`: ok, borderline (outside by <= margin·se) or robust."""
+def p_values(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
+    """One-sided p of "inside the band" per slope: P(T_df > excess / se); 1 inside the band,
+    0 where the excess is infinite or there is no standard error to weigh it by."""
+    ex = excess(sl, tol).to_numpy(float)
+    se = sl["se"].to_numpy(float)
+    df = sl["df"].to_numpy(float)
+    p = np.ones(len(sl))
+    for i in np.flatnonzero(ex > 0):
+        if not np.isfinite(ex[i]) or not se[i] > 0 or not np.isfinite(se[i]):
+            p[i] = 0.0
+        else:
+            p[i] = t_upper(ex[i] / se[i], df[i]) if df[i] >= 1 else 1.0
+    return pd.Series(p, index=sl.index)
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values: reject where adjusted p <= alpha controls the
+    family-wise error rate at alpha (any dependence between the tests)."""
+    p = np.asarray(p, float)
+    order = np.argsort(p, kind="stable")
+    m = len(p)
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+def judge(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA) -> pd.DataFrame:
+    """`sl` with `excess`, `p`, `p_holm` (Holm over each parameterization's slopes) and
+    `status`: ok, borderline (outside the band, p_holm > alpha) or robust (a violation)."""
     ex = excess(sl, tol)
-    se = sl["se"].fillna(0.0)
-    status = np.where(ex <= 0, "ok", np.where(ex > margin * se, "robust", "borderline"))
-    return sl.assign(excess=ex, status=status)
+    p = p_values(sl, tol)
+    p_holm = pd.Series(np.ones(len(sl)), index=sl.index)
+    for _, idx in sl.groupby("parameterization", sort=False).groups.items():
+        p_holm[idx] = holm(p[idx].to_numpy())
+    status = np.where(ex <= 0, "ok", np.where(p_holm <= alpha, "robust", "borderline"))
+    return sl.assign(excess=ex, p=p, p_holm=p_holm, status=status)
 
 
-def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, margin: float = MARGIN,
+def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
              worst: int = 3, seeds: list[int] | None = None) -> pd.DataFrame:
     """One row per parameterization: PASS/FAIL, the largest robust slope with its s.e., counts.
 
     FAIL when any slope is a robust violation. `largest` is the robust violation of largest
     |slope|; on a PASS, the slope nearest the band's edge (largest |slope|, counting only
-    growth where shrinking is allowed).
+    growth where shrinking is allowed). `p_holm` is that slope's Holm-adjusted p.
     """
-    judged = judge(sl, tol, margin)
+    judged = judge(sl, tol, alpha)
     reach = _reach(judged)
     rows = []
     for param, g in judged.groupby("parameterization", sort=False):
@@ -144,6 +219,7 @@ def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, margin: float = MARGIN,
         rows.append({
             "parameterization": param, "verdict": "FAIL" if len(robust) else "PASS",
             "largest": label(r), "slope": float(r["slope"]), "se": float(r["se"]),
+            "df": float(r["df"]), "p_holm": float(r["p_holm"]),
             "robust": int(len(robust)), "borderline": int((g["status"] == "borderline").sum()),
             "checked": int(len(g)),
             "worst": "; ".join(f"{label(g.loc[i])} {_pm(g.loc[i])}" for i in order[:worst]
@@ -169,7 +245,7 @@ def _run(run: list[int]) -> str:
 
 
 def label(r) -> str:
-    layer = "" if r["layer"] < 0 else f"L{r['layer']}."
+    layer = {-1: "", LAST: "Llast."}.get(r["layer"], f"L{r['layer']}.")
     return f"{'Δ' if r['kind'] == 'dh' else ''}{layer}{r['quantity']}@t{r['step']}"
 
 
@@ -189,38 +265,45 @@ def strict_failures(v: pd.DataFrame) -> list[str]:
 
 
 def verdict_text(judged: pd.DataFrame, v: pd.DataFrame, last_step: int,
-                 tol: float = TOLERANCE, margin: float = MARGIN) -> str:
+                 tol: float = TOLERANCE, alpha: float = ALPHA, axis: str = "width") -> str:
     """What `coord-check` prints: the slopes at the last step, what the verdict measures, and
     the verdict per parameterization."""
+    name = AXES[axis]
     return "\n".join([
-        slope_table(judged, last_step), "",
+        slope_table(judged, last_step, axis), "",
         "verdict: per activation h and update Δh (each layer and step), the slope of log2 RMS "
-        "against log2 width, flat when sizes",
-        f"do not depend on width. FAIL: a slope outside ±{tol:g} by more than {margin:g} standard "
-        "errors (seed spread + power-law fit);",
-        f"borderline slopes are counted apart. sp is expected to FAIL. Read more: {DOCS}.",
+        f"against log2 {name}, flat when sizes",
+        f"do not depend on {name}. FAIL: a slope outside ±{tol:g} by a t test (s.e.: seed spread "
+        f"+ power-law fit) significant at family-wise {alpha:g}",
+        "(Holm over each parameterization's slopes); borderline slopes are counted apart. sp is "
+        f"expected to FAIL. Read more: {DOCS}.",
         format_verdicts(v)])
 
 
 def format_verdicts(v: pd.DataFrame) -> str:
     """The verdict table: largest robust slope (or largest of all on a PASS) ± its s.e."""
     t = v.assign(slope=[f"{a:+.2f} ± {b:.2f}" for a, b in zip(v["slope"], v["se"])],
+                 df=[f"{d:.1f}" for d in v["df"]], p_holm=[_p(p) for p in v["p_holm"]],
                  **{"robust/borderline/checked": [f"{a} / {b} / {c}" for a, b, c in zip(
                      v["robust"], v["borderline"], v["checked"])]})
-    cols = ["parameterization", "verdict", "largest", "slope", "robust/borderline/checked",
-            "seeds"]
+    cols = ["parameterization", "verdict", "largest", "slope", "df", "p_holm",
+            "robust/borderline/checked", "seeds"]
     return t[cols].to_string(index=False)
 
 
-def slope_table(judged: pd.DataFrame, last_step: int) -> str:
+def _p(p: float) -> str:
+    return "nan" if np.isnan(p) else ("<1e-6" if p < 1e-6 else f"{p:.2g}")
+
+
+def slope_table(judged: pd.DataFrame, last_step: int, axis: str = "width") -> str:
     """Slopes at the last step, a row per quantity, a column per param x kind; `!` marks a
     robust violation and `?` a borderline one."""
     sub = judged[judged["step"] == last_step].copy()
-    sub["quantity"] = [q if layer < 0 else f"L{layer}.{q}"
+    sub["quantity"] = [q if layer == -1 else f"{'Llast' if layer == LAST else f'L{layer}'}.{q}"
                        for layer, q in zip(sub["layer"], sub["quantity"])]
     mark = {"ok": "", "borderline": "?", "robust": "!"}
     sub["cell"] = [f"{x:+.2f}{mark[m]}" for x, m in zip(sub["slope"], sub["status"])]
     table = sub.pivot_table(index="quantity", columns=["parameterization", "kind"],
                             values="cell", aggfunc="first", sort=False)
-    return (f"slopes of log2 RMS vs log2 width at step {last_step} (mean over seeds; "
+    return (f"slopes of log2 RMS vs log2 {AXES[axis]} at step {last_step} (mean over seeds; "
             f"! robust violation, ? borderline):\n" + table.fillna("").to_string())

@@ -47,3 +47,15 @@ def t_quantile(level: float, df: int) -> float:
         if hi - lo < 1e-12 * hi:
             break
     return 0.5 * (lo + hi)
+
+
+def t_upper(t: float, df: float) -> float:
+    """One-sided P(T > t) for T ~ Student t; a fractional df (Welch) is rounded down, which
+    errs on the wide side. 0 for t = +inf, NaN for df < 1 or t NaN."""
+    if math.isnan(t) or not df >= 1:
+        return math.nan
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    k = int(min(math.floor(df), 10_000))  # beyond that the t is the normal to 1e-4
+    tail = 0.5 * (1.0 - t_within(abs(t), k))
+    return tail if t >= 0 else 1.0 - tail

@@ -61,7 +61,8 @@ def write_analysis(analysis: Analysis, out_dir: str | Path) -> list[Path]:
 def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     """Every figure the folder supports, keyed by the table section it goes with."""
     # matplotlib is imported here, not at the top: the tables and analysis.md need none of it
-    from mutransfer.analysis.coordplot import plot_coord_check, read_coord
+    from mutransfer.analysis.coordplot import coord_axis, plot_coord_check, read_coord
+    from mutransfer.analysis.coordverdict import AXES
     from mutransfer.analysis.curves import plot_training_curves
     from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
 
@@ -100,10 +101,11 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                                 "colour is the LR.")
     coord = read_coord(a.results_dir)
     if coord is not None:
-        figs["coord"] = Figure(plot_coord_check(coord, out / "coord_check.png"),
+        axis = coord_axis(coord)
+        figs["coord"] = Figure(plot_coord_check(coord, out / "coord_check.png", axis),
                                "Coordinate check",
                                "RMS size of each activation (top) and of its change since "
-                               "initialisation (bottom) against width, log-log.")
+                               f"initialisation (bottom) against {AXES[axis]}, log-log.")
     return figs
 
 

@@ -1,64 +1,77 @@
-"""`mutransfer coord-check`: activation sizes against width, with a verdict per parameterization."""
+"""`mutransfer coord-check`: activation sizes against width (or depth), with a verdict per
+parameterization. Parses the options into CoordSettings and prints what
+`mutransfer.coord_check` returns."""
 
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
 
 from mutransfer.errors import UserError
 
+# CoordSettings field -> the option that sets it (where the two names differ)
+OPTION = {"params": "--param", "overrides": "--set", "depths": "--depths", "width": "--width"}
+
+
+def option(field: str) -> str:
+    """The option a CoordSettings field comes from: params -> --param, base_width -> ..."""
+    return OPTION.get(field, "--" + field.replace("_", "-"))
+
 
 def add_arguments(p, name: str) -> None:
-    from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_TOLERANCE
-    from mutransfer.coord.settings import DEFAULT_LR, CoordSettings
+    from mutransfer.coord.settings import DEFAULT_LR, DEPTH_WIDTH, CoordSettings
 
     d = CoordSettings()  # the defaults, in one place
-    p.add_argument("--widths", type=int, nargs="+", default=d.widths)
-    p.add_argument("--param", nargs="+", default=d.params, help="parameterizations")
-    p.add_argument("--optimizer", choices=tuple(DEFAULT_LR), default=d.optimizer)
-    p.add_argument("--lr", type=float, default=None, help="default: " + ", ".join(
-        f"{lr:g} ({opt})" for opt, lr in DEFAULT_LR.items()))
-    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--widths", type=int, nargs="+", default=None,
+                   help=f"widths to compare (default: {' '.join(map(str, d.widths))})")
+    p.add_argument("--param", nargs="+", default=d.params,
+                   help=f"parameterizations (default: {' '.join(d.params)})")
+    p.add_argument("--optimizer", choices=tuple(DEFAULT_LR), default=d.optimizer,
+                   help="optimizer (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate at the base width "
+                   "(default: " + ", ".join(f"{lr:g} ({opt})" for opt, lr in DEFAULT_LR.items())
+                   + ")")
+    p.add_argument("--steps", type=int, default=d.steps,
+                   help="training steps measured after init (default: %(default)s)")
     p.add_argument("--seeds", type=int, nargs="+", default=d.seeds,
-                   help=f"default: {d.seeds[0]}-{d.seeds[-1]}")
-    p.add_argument("--base-width", type=int, default=None, help="default: smallest width")
-    p.add_argument("--n-layer", type=int, default=d.n_layer)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--seq-len", type=int, default=d.seq_len)
+                   help=f"seeds, each its own init and batches (default: {d.seeds[0]}-"
+                   f"{d.seeds[-1]})")
+    p.add_argument("--base-width", type=int, default=None,
+                   help="width the parameterizations are relative to (default: the smallest "
+                   "width)")
+    p.add_argument("--n-layer", type=int, default=None,
+                   help=f"blocks of each model (default: {d.n_layer}; a depth check sets it)")
+    p.add_argument("--depths", type=int, nargs="+", default=None, metavar="N_LAYER",
+                   help="a depth check: slopes against log2 n_layer over these depths at one "
+                   "--width (default: none, a width check)")
+    p.add_argument("--width", type=int, default=None,
+                   help=f"the width a depth check holds fixed (default: {DEPTH_WIDTH})")
+    p.add_argument("--depth-param", default=None, metavar="NAME",
+                   help="sets param.depth (a depth parameterization) where the config has it "
+                   "(default: unset, the model as it is)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size,
+                   help="sequences per training batch (default: %(default)s)")
+    p.add_argument("--seq-len", type=int, default=d.seq_len,
+                   help="tokens per sequence (default: %(default)s)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="PARAM.ROLE.ENTRY=VALUE",
-                   help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5")
+                   help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5 "
+                   "(default: none; repeatable)")
     p.add_argument("--model", dest="model", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a model config field, e.g. tie_embeddings=false, embedding_std=1")
+                   help="a model config field, e.g. tie_embeddings=false, embedding_std=1 "
+                   "(default: none; repeatable)")
     p.add_argument("--out", default="results/coord_check",
-                   help="output folder (RESULTS_DIR/coord_check puts it in that study's report)")
-    p.add_argument("--tolerance", type=float, default=COORD_TOLERANCE)
-    p.add_argument("--margin", type=float, default=COORD_MARGIN_SE,
-                   help="standard errors a slope must lie beyond the tolerance to count")
+                   help="output folder; RESULTS_DIR/coord_check puts it in that study's report "
+                   "(default: %(default)s)")
+    p.add_argument("--tolerance", type=float, default=d.tolerance,
+                   help="largest |slope of log2 RMS vs log2 width| that counts as flat "
+                   "(default: %(default)s)")
+    p.add_argument("--alpha", type=float, default=d.alpha,
+                   help="family-wise error rate of the violations: a slope outside the "
+                   "tolerance counts when its Holm-adjusted t-test p is at most this "
+                   "(default: %(default)s)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 when a feature-learning parameterization fails or sp passes")
-
-
-def _check(args) -> None:
-    from mutransfer.param.config import PARAMETERIZATIONS
-
-    if len(set(args.widths)) < 2:
-        raise UserError("--widths: give at least two different widths")
-    if min(args.widths) < 8:
-        raise UserError(f"--widths: {min(args.widths)} is below the minimum width 8")
-    if args.base_width is not None and args.base_width > min(args.widths):
-        raise UserError("--base-width: must not exceed the smallest width")
-    for name in args.param:
-        if name not in PARAMETERIZATIONS:
-            raise UserError(f"--param: unknown parameterization {name!r} "
-                            f"(known: {', '.join(PARAMETERIZATIONS)})")
-    if args.lr is not None and not args.lr > 0:
-        raise UserError(f"--lr: must be positive, got {args.lr}")
-    if args.steps < 1:
-        raise UserError("--steps: must be at least 1")
-    if args.margin < 0:
-        raise UserError(f"--margin: must be >= 0, got {args.margin}")
+                   help="exit 1 when a feature-learning parameterization fails or sp passes "
+                   "(default: off)")
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -83,55 +96,50 @@ def _parse_model(items: list[str]) -> dict:
     return dict(parse_set(items))
 
 
-def run(args) -> int:
-    """Measure (mutransfer.coord, torch), then judge (mutransfer.analysis.coordverdict)."""
-    from mutransfer.commands.outputs import check_output_dir
+def settings_from(args):
+    """CoordSettings from the parsed options (an option that does not fit: UserError)."""
+    from mutransfer.coord.settings import DEPTH_WIDTH, CoordSettings
 
-    check_output_dir(args.out)  # before the measurements, not after them
-    _check(args)
-    from mutransfer.analysis.coordplot import plot_coord_check
-    from mutransfer.analysis.coordverdict import (
-        judge,
-        seed_ranges,
-        slopes,
-        strict_failures,
-        verdict_text,
-        verdicts,
-    )
-    from mutransfer.coord.measure import run_coord_check, trial_config
-    from mutransfer.coord.settings import CoordSettings
-    from mutransfer.data import load_data
-    from mutransfer.data.config import DataConfig
+    d = CoordSettings()
+    if args.depths:
+        if args.widths is not None:
+            raise UserError("--widths: a depth check holds one width fixed: give --width")
+        if args.n_layer is not None:
+            raise UserError("--n-layer: a depth check sets it from --depths")
+        widths = [args.width if args.width is not None else DEPTH_WIDTH]
+    else:
+        if args.width is not None:
+            raise UserError("--width: only with --depths (a width check takes --widths)")
+        widths = sorted(set(args.widths)) if args.widths is not None else d.widths
+    return CoordSettings(
+        widths=widths, params=args.param, optimizer=args.optimizer, lr=args.lr,
+        steps=args.steps, seeds=args.seeds, base_width=args.base_width,
+        n_layer=args.n_layer if args.n_layer is not None else d.n_layer,
+        batch_size=args.batch_size, seq_len=args.seq_len,
+        overrides=_parse_overrides(args.overrides), model=_parse_model(args.model),
+        depths=args.depths, depth_param=args.depth_param, tolerance=args.tolerance,
+        alpha=args.alpha)
+
+
+def run(args) -> int:
+    """Parse, check the output folder, run `mutransfer.coord_check`, write and print."""
+    from mutransfer.commands.outputs import check_output_dir
+    from mutransfer.coordcheck import coord_check
     from mutransfer.statusline import StatusLine
 
-    s = CoordSettings(widths=sorted(set(args.widths)), params=args.param,
-                      optimizer=args.optimizer, lr=args.lr, steps=args.steps, seeds=args.seeds,
-                      base_width=args.base_width, n_layer=args.n_layer,
-                      batch_size=args.batch_size, seq_len=args.seq_len,
-                      overrides=_parse_overrides(args.overrides),
-                      model=_parse_model(args.model))
-    for param in s.params:  # validate overrides before any work
-        trial_config(s, param, s.widths[-1], 0)
-    source = load_data(DataConfig())
-    t0 = time.time()
+    check_output_dir(args.out)  # before the measurements, not after them
+    s = settings_from(args)
     status = StatusLine(sys.stderr)
-    coord = run_coord_check(s, source, progress=lambda done, total, what: status.draw(
-        f"[{done}/{total}] {what}"))
-    status.close()
-    sl = slopes(coord)
-    v = verdicts(sl, tol=args.tolerance, margin=args.margin, seeds=s.seeds)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    coord.to_parquet(out / "coord.parquet", index=False)
-    sl.to_parquet(out / "slopes.parquet", index=False)
-    v.to_parquet(out / "verdicts.parquet", index=False)
-    png = plot_coord_check(coord, out / f"coord_check_{s.optimizer}.png")
-    print(f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
-          f"{seed_ranges(s.seeds)}, widths {s.widths}, {time.time() - t0:.0f} s")
-    print(verdict_text(judge(sl, args.tolerance, args.margin), v, s.steps, args.tolerance,
-                       args.margin))
-    print(f"\nwrote {out / 'coord.parquet'}, {png}")
-    if args.strict and (bad := strict_failures(v)):
+    try:
+        result = coord_check(s, name=option, progress=lambda done, total, what: status.draw(
+            f"[{done}/{total}] {what}"))
+    finally:
+        status.close()
+    files = result.write(args.out)
+    print(result.summary())
+    print(result.text())
+    print(f"\nwrote {files[0]}, {files[-1]}")
+    if args.strict and (bad := result.strict_failures()):
         print("strict: " + ", ".join(bad), file=sys.stderr)
         return 1
     return 0

@@ -17,13 +17,23 @@ from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
 
 
-def trial_config(s: CoordSettings, param: str, width: int, seed: int) -> TrialConfig:
+def trial_config(s: CoordSettings, param: str, width: int, seed: int,
+                 n_layer: int | None = None) -> TrialConfig:
+    """The trial a coordinate-check run builds (`n_layer`: the depth; default s.n_layer)."""
     overrides = (s.overrides or {}).get(param, {})
+    model = {"n_layer": s.n_layer, "d_state": s.d_state,
+             "base_width": s.base_width or min(s.widths), **(s.model or {})}
+    if n_layer is not None:
+        model["n_layer"] = n_layer
+    if s.depths and "base_n_layer" in ModelConfig.model_fields:
+        model.setdefault("base_n_layer", min(s.depths))  # as base_width: the smallest depth
+    param_cfg = {"name": param, "overrides": overrides}
+    if s.depth_param is not None:
+        param_cfg["depth"] = s.depth_param
     return TrialConfig(
         width=width,
-        model=ModelConfig(n_layer=s.n_layer, d_state=s.d_state,
-                          base_width=s.base_width or min(s.widths), **(s.model or {})),
-        param={"name": param, "overrides": overrides},
+        model=ModelConfig(**model),
+        param=param_cfg,
         train=TrainConfig(optimizer=s.optimizer, lr=s.lr, betas=(0.9, 0.95), seed=seed,
                           grad_clip=None, batch_size=s.batch_size, seq_len=s.seq_len),
     )
@@ -70,7 +80,8 @@ def measure_one(cfg: TrialConfig, spec, train_batches, probe) -> list[dict]:
 
 
 def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
-    """All (parameterization, width, seed) runs as one long table (docs/results-format.md)."""
+    """All (parameterization, width or depth, seed) runs as one long table
+    (docs/results-format.md)."""
     spec = source.spec
     rows = []
     seeds = s.seeds
@@ -80,12 +91,13 @@ def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
     for seed in seeds:
         it = source.batches("train", s.batch_size, s.seq_len, seed=seed)
         train[seed] = [next(it) for _ in range(s.steps)]
-    jobs = [(p, w, seed) for p in s.params for w in s.widths for seed in seeds]
-    for i, (param, width, seed) in enumerate(jobs):
-        cfg = trial_config(s, param, width, seed)
+    jobs = [(p, w, d, seed) for p in s.params for w, d in s.points() for seed in seeds]
+    for i, (param, width, depth, seed) in enumerate(jobs):
+        cfg = trial_config(s, param, width, seed, depth)
         for r in measure_one(cfg, spec, train[seed], probe):
             rows.append({"parameterization": param, "optimizer": s.optimizer, "width": width,
-                         "seed": seed, **r})
+                         "n_layer": depth, "seed": seed, **r})
         if progress:
-            progress(i + 1, len(jobs), f"{param} width {width} seed {seed}")
+            where = f"depth {depth}" if s.depths else f"width {width}"
+            progress(i + 1, len(jobs), f"{param} {where} seed {seed}")
     return pd.DataFrame(rows)

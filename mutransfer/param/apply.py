@@ -96,7 +96,7 @@ def param_groups(model: nn.Module, cfg) -> list[dict]:
     for name, role in assign_roles(model).items():
         rule = rules[role]
         scale = rule.lr_scale(family, m, n)
-        wd = {"scaled": base_wd, "independent": base_wd / scale, "none": 0.0}[rule.wd]
+        wd = rule.weight_decay(base_wd, family, m, n)
         group = groups.setdefault(role, {"params": [], "lr": base_lr * scale, "lr_scale": scale,
                                          "weight_decay": wd, "role": role, "names": []})
         group["params"].append(params[name])

@@ -1,0 +1,59 @@
+"""Checks of a CoordSettings before any model is built: one line naming the setting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mutransfer.coord.settings import DEFAULT_LR, MIN_WIDTH, CoordSettings
+from mutransfer.errors import UserError
+from mutransfer.param.config import PARAMETERIZATIONS, ParamConfig
+
+
+def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
+    """Raise UserError for a setting the check cannot run with; `name` turns a field into
+    what the user typed (the CLI: `widths` -> `--widths`)."""
+    if s.optimizer not in DEFAULT_LR:
+        raise UserError(f"{name('optimizer')}: unknown optimizer {s.optimizer!r} "
+                        f"(known: {', '.join(DEFAULT_LR)})")
+    if s.depths:
+        _check_depths(s, name)
+    else:
+        if len(set(s.widths)) < 2:
+            raise UserError(f"{name('widths')}: give at least two different widths")
+        if s.n_layer < 1:
+            raise UserError(f"{name('n_layer')}: must be at least 1, got {s.n_layer}")
+    if min(s.widths) < MIN_WIDTH:
+        raise UserError(f"{name('widths')}: {min(s.widths)} is below the minimum width "
+                        f"{MIN_WIDTH}")
+    if s.base_width is not None and s.base_width > min(s.widths):
+        raise UserError(f"{name('base_width')}: must not exceed the smallest width")
+    for p in s.params:
+        if p not in PARAMETERIZATIONS:
+            raise UserError(f"{name('params')}: unknown parameterization {p!r} "
+                            f"(known: {', '.join(PARAMETERIZATIONS)})")
+    if not (s.lr is not None and s.lr > 0):
+        raise UserError(f"{name('lr')}: must be positive, got {s.lr}")
+    if s.steps < 1:
+        raise UserError(f"{name('steps')}: must be at least 1")
+    if not s.seeds:
+        raise UserError(f"{name('seeds')}: give at least one seed")
+    if not 0 < s.alpha < 1:
+        raise UserError(f"{name('alpha')}: must be between 0 and 1, got {s.alpha}")
+    if not s.tolerance >= 0:
+        raise UserError(f"{name('tolerance')}: must be >= 0, got {s.tolerance}")
+
+
+def _check_depths(s: CoordSettings, name: Callable[[str], str]) -> None:
+    if len(set(s.depths)) < 2:
+        raise UserError(f"{name('depths')}: give at least two different depths")
+    if min(s.depths) < 1:
+        raise UserError(f"{name('depths')}: {min(s.depths)} is below the minimum depth 1")
+    if len(set(s.widths)) != 1:
+        raise UserError(f"{name('width')}: a depth check holds one width fixed")
+    if "n_layer" in (s.model or {}):
+        raise UserError(f"{name('model')} n_layer: a depth check sets it from "
+                        f"{name('depths')}")
+    if s.depth_param is not None and "depth" not in ParamConfig.model_fields:
+        raise UserError(f"{name('depth_param')}: this version has no param.depth (depth "
+                        "parameterizations are not installed); leave it out to check the "
+                        "model as it is")

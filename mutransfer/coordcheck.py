@@ -1,0 +1,98 @@
+"""`coord_check(settings) -> CoordResult`: measure (mutransfer.coord, torch), then judge
+(mutransfer.analysis.coordverdict, Parquet-shaped tables only), as `mutransfer coord-check`
+does; the command only parses its options and prints this result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from mutransfer.analysis.coordplot import plot_coord_check
+from mutransfer.analysis.coordverdict import (
+    judge,
+    seed_ranges,
+    slopes,
+    strict_failures,
+    verdict_text,
+    verdicts,
+)
+from mutransfer.coord.check import check_settings
+from mutransfer.coord.measure import run_coord_check, trial_config
+from mutransfer.coord.settings import CoordSettings
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class CoordResult:
+    """A coordinate check's tables: `coord` (coord.parquet: RMS per run, step, activation),
+    `slopes` (per slope: mean over seeds, s.e., df, p, Holm-adjusted p, status) and `verdicts`
+    (PASS/FAIL per parameterization)."""
+
+    settings: CoordSettings
+    coord: pd.DataFrame
+    slopes: pd.DataFrame
+    verdicts: pd.DataFrame
+    elapsed_s: float
+    files: list[Path] = field(default_factory=list)
+
+    def verdict(self, param: str) -> str:
+        """PASS or FAIL of one parameterization."""
+        return str(self.verdicts.set_index("parameterization").loc[param, "verdict"])
+
+    def strict_failures(self) -> list[str]:
+        """Expectations broken: a feature-learning parameterization FAILs, or sp PASSes."""
+        return strict_failures(self.verdicts)
+
+    def summary(self) -> str:
+        """What was run, in one line."""
+        s = self.settings
+        where = (f"width {s.widths[0]}, depths {sorted(set(s.depths))}" if s.depths
+                 else f"widths {sorted(set(s.widths))}")
+        return (f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
+                f"{seed_ranges(s.seeds)}, {where}, {self.elapsed_s:.0f} s")
+
+    def text(self) -> str:
+        """The slope table at the last step, the rule, and the verdict table."""
+        s = self.settings
+        return verdict_text(self.slopes, self.verdicts, s.steps, s.tolerance, s.alpha, s.axis)
+
+    def write(self, out: str | Path) -> list[Path]:
+        """coord.parquet, slopes.parquet, verdicts.parquet and the figure, under `out`."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.coord.to_parquet(out / "coord.parquet", index=False)
+        self.slopes.to_parquet(out / "slopes.parquet", index=False)
+        self.verdicts.to_parquet(out / "verdicts.parquet", index=False)
+        name = "coord_check_depth" if self.settings.depths else "coord_check"
+        png = plot_coord_check(self.coord, out / f"{name}_{self.settings.optimizer}.png",
+                               self.settings.axis)
+        self.files = [out / "coord.parquet", out / "slopes.parquet", out / "verdicts.parquet",
+                      png]
+        return self.files
+
+
+def coord_check(settings: CoordSettings | None = None, *, progress: Progress | None = None,
+                name: Callable[[str], str] = str) -> CoordResult:
+    """Run a coordinate check: every (parameterization, width or depth, seed) model trained
+    `settings.steps` steps on the stdlib corpus, then the slopes and the verdict. Bad settings
+    raise UserError (naming the setting through `name`) before anything runs."""
+    from mutransfer.data import load_data
+    from mutransfer.data.config import DataConfig
+
+    s = settings or CoordSettings()
+    check_settings(s, name)
+    for param in s.params:  # overrides and model fields are validated before any work
+        for width, depth in s.points()[-1:]:
+            trial_config(s, param, width, 0, depth)
+    source = load_data(DataConfig())
+    t0 = time.time()
+    coord = run_coord_check(s, source, progress=progress)
+    sl = slopes(coord, s.axis)
+    return CoordResult(settings=s, coord=coord, slopes=judge(sl, s.tolerance, s.alpha),
+                       verdicts=verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds),
+                       elapsed_s=time.time() - t0)
