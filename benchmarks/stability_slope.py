@@ -35,8 +35,11 @@ def cell(n_widths: int, scatter: float, step: float, draws: int, rng) -> tuple:
         if np.isfinite(lo_o):
             ols_hit.append(lo_o - 1e-12 <= b <= hi_o + 1e-12)
             ols_width.append(hi_o - lo_o)
-    mean = (lambda v: float(np.mean(v)) if v else float("nan"))
-    return mean(hit), mean(width), mean(ols_hit), mean(ols_width)
+    return _mean(hit), _mean(width), _mean(ols_hit), _mean(ols_width)
+
+
+def _mean(values: list) -> float:
+    return float(np.mean(values)) if values else float("nan")
 
 
 def main() -> None:
