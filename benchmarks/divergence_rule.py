@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 import yaml
 
 from mutransfer import train as train_module
@@ -101,6 +102,11 @@ class Row:
     steps_old: int
     seconds_new: float
     seconds_old: float
+
+
+def cell_key(cell: Any) -> str:
+    c = cell.columns
+    return f"{c['parameterization']}:{int(c['width'])}:{math.log2(c['lr']):g}:{int(c['seed'])}"
 
 
 def extended_cells(path: str, top: float, widths: set[int] | None,
@@ -199,13 +205,26 @@ def main() -> None:
     ap.add_argument("--top", type=float, default=-1.0, help="log2 of the largest LR")
     ap.add_argument("--widths", type=int, nargs="*", help="only these widths")
     ap.add_argument("--eval-every", type=int, help="override train.eval_every")
+    ap.add_argument("--cells", nargs="*", help="only these, as param:width:log2lr:seed "
+                    "(e.g. sp:256:-3:0), in this order")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     cells = extended_cells(args.sweep, args.top, set(args.widths) if args.widths else None,
                            args.eval_every)
+    if args.cells:
+        by_key = {cell_key(c): c for c in cells}
+        unknown = [k for k in args.cells if k not in by_key]
+        if unknown:
+            raise SystemExit(f"--cells: not above the grid's LR range: {', '.join(unknown)}")
+        cells = [by_key[k] for k in args.cells]
     doc = yaml.safe_load(open(args.sweep))
     base = build_plan(validate(SweepSpec, doc))
     base_steps = sum(TrialConfig.model_validate(c.config).train.total_steps for c in base.cells)
-    print(f"{len(cells)} cells above the grid's LR range, up to 2^{args.top:+.0f}")
+    n_extended = len(extended_cells(args.sweep, args.top, None, args.eval_every))
+    print(f"{len(cells)} of the {n_extended} cells above the grid's LR range, up to "
+          f"2^{args.top:+.0f}; the grid itself: {len(base.cells)} cells, {base_steps} "
+          f"trial-steps")
     print("param    width   lr  seed initial     old rule    new  final  max_exc  above "
           "st_old st_new  s_old  s_new  old reason")
     rows = []

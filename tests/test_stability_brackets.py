@@ -85,3 +85,31 @@ def test_unstable_but_trained_is_reported_apart_from_diverged():
     old = stability_table(cells, ["parameterization", "width"],
                           trials.drop(columns=["steps_above_bound", "max_excursion"])).iloc[0]
     assert np.isnan(old["smallest_unstable"]) and np.isnan(old["n_lrs_unstable"])
+
+
+def test_the_analysis_reports_unstable_but_trained_and_the_bracket_interval(tmp_path):
+    """End to end from a results folder: trials that spiked and recovered (complete, with
+    steps_above_bound > 0) appear in the stability table apart from the diverged ones, and
+    the slope's interval is the brackets' (planted: boundary halves per doubling of width)."""
+    from mutransfer.analysis import analyze
+    from mutransfer.analysis.render import stability_sections
+    from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
+
+    p = Planted("sp", 2.0**-9, -1.0, stable_base=2.0**-4.5, stable_exponent=-1.0)
+    grid = [2.0**k for k in range(-12, -2)]
+    t = synthetic_tables([p], [64, 128, 256], grid, [0, 1], noise=0.0)
+    trials = t.trials
+    below = trials["lr"] * trials["width"] / 64 == 2.0**-5  # one octave under the boundary
+    trials["steps_above_bound"] = np.where(below, 6, 0)
+    trials["max_excursion"] = np.where(below, 2.5, 0.3)
+    a = analyze(write_results(tmp_path, t))
+    st = a.stability.set_index("width")
+    for w in (64, 128, 256):
+        assert st.loc[w, "smallest_unstable"] == pytest.approx(2.0**-5 * 64 / w)
+        assert st.loc[w, "n_lrs_unstable"] == 1 and st.loc[w, "max_excursion"] == 2.5
+        assert st.loc[w, "largest_trained"] == pytest.approx(2.0**-5 * 64 / w)
+    slope = a.stability_slope.iloc[0]
+    assert slope["slope"] == pytest.approx(-1.0)
+    assert slope["ci_low"] < -1.4 and slope["ci_high"] > -0.6
+    text = "\n".join(s.view.to_string() for s in stability_sections(a))
+    assert "unstable but trained from" in text and "lines through brackets" in text
