@@ -178,7 +178,8 @@ def fmt_row(r: Row) -> str:
             f"{r.seconds_old:7.1f} {r.seconds_new:7.1f}  {r.old_reason}")
 
 
-def summary(rows: list[Row], base_steps: int) -> list[str]:
+def summary(rows: list[Row], grid_steps: int) -> list[str]:
+    """`grid_steps`: trial-steps of the whole extended grid when nothing stops early."""
     stopped = [r for r in rows if r.old_step is not None]
     now_complete = [r for r in stopped if r.status == "complete"]
     extra_steps = sum(r.steps_new - r.steps_old for r in stopped)
@@ -193,8 +194,8 @@ def summary(rows: list[Row], base_steps: int) -> list[str]:
         f"{sum(r.status == 'complete' and r.steps_above > 0 for r in rows)}",
         f"extra compute on the trials the old rule stopped: {extra_steps} trial-steps "
         f"({extra_steps / max(all_steps, 1):.1%} of these {all_steps}; "
-        f"{extra_steps / max(all_steps + base_steps, 1):.1%} of the extended grid's "
-        f"{all_steps + base_steps}), {extra_s:.1f} trial-seconds "
+        f"{extra_steps / max(grid_steps, 1):.1%} of the extended grid's {grid_steps}), "
+        f"{extra_s:.1f} trial-seconds "
         f"({extra_s / max(all_s, 1e-9):.1%} of these {all_s:.1f} s)",
     ]
 
@@ -221,7 +222,10 @@ def main() -> None:
     doc = yaml.safe_load(open(args.sweep))
     base = build_plan(validate(SweepSpec, doc))
     base_steps = sum(TrialConfig.model_validate(c.config).train.total_steps for c in base.cells)
-    n_extended = len(extended_cells(args.sweep, args.top, None, args.eval_every))
+    extended = extended_cells(args.sweep, args.top, None, args.eval_every)
+    n_extended = len(extended)
+    grid_steps = base_steps + sum(TrialConfig.model_validate(c.config).train.total_steps
+                                  for c in extended)
     print(f"{len(cells)} of the {n_extended} cells above the grid's LR range, up to "
           f"2^{args.top:+.0f}; the grid itself: {len(base.cells)} cells, {base_steps} "
           f"trial-steps")
@@ -231,7 +235,7 @@ def main() -> None:
     for cell in cells:
         rows.append(run_cell(cell))
         print(fmt_row(rows[-1]), flush=True)
-    for line in summary(rows, base_steps):
+    for line in summary(rows, grid_steps):
         print(line)
 
 
