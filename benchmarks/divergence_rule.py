@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 import torch
 import yaml
 
@@ -200,6 +201,61 @@ def summary(rows: list[Row], grid_steps: int) -> list[str]:
     ]
 
 
+def parse_rows(path: str) -> list[Row]:
+    """The rows a previous run printed (its output file), to re-summarize without training."""
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if len(f) < 14 or not f[2].startswith("2^") or not f[1].isdigit():
+            continue
+        old_step = None if f[5] == "complete" else int(f[5].split("@")[1])
+        rows.append(Row(f[0], int(f[1]), float(f[2][2:]), int(f[3]), float(f[4]), old_step,
+                        " ".join(f[14:]), f[6], float(f[7]), float(f[8]), int(f[9]),
+                        int(f[11]), int(f[10]), float(f[13]), float(f[12])))
+    return rows
+
+
+def stability_report(rows: list[Row], tops: dict[str, float]) -> list[str]:
+    """The stability tables (mutransfer.analysis.stability) of the extended grid under each
+    rule: every LR of the file's own range counts as trained (none of them leaves its bound
+    under either rule on the quickstart: docs/results-format.md, "Divergence")."""
+    from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
+    from mutransfer.analysis.stability import stability_slope_table, stability_table
+
+    out = []
+    for rule in ("old", "new"):
+        cells = []
+        for (param, width), group in _by(rows, lambda r: (r.parameterization, r.width)).items():
+            cells.append({"parameterization": param, "width": width,
+                          "lr": 2.0 ** tops[param], "status": TRAINED})
+            for lr, at in _by(group, lambda r: r.log2_lr).items():
+                div = [(r.old_step is not None) if rule == "old" else r.status == "diverged"
+                       for r in at]
+                status = DIVERGED if all(div) else PARTIAL if any(div) else TRAINED
+                cells.append({"parameterization": param, "width": width, "lr": 2.0**lr,
+                              "status": status})
+        st = stability_table(pd.DataFrame(cells), ["parameterization", "width"])
+        slope = stability_slope_table(st, ["parameterization"])
+        out.append(f"{rule} rule: stability brackets (largest trained .. first diverged)")
+        for _, r in st.iterrows():
+            out.append(f"  {r['parameterization']:8s} {int(r['width']):4d}  "
+                       f"2^{math.log2(r['largest_trained']):+.0f} .. "
+                       + (f"2^{math.log2(r['smallest_any_diverged']):+.0f}"
+                          if math.isfinite(r["smallest_any_diverged"]) else "(none)"))
+        for _, r in slope.iterrows():
+            out.append(f"  slope {r['parameterization']:8s} {r['slope']:+.3f}  OLS "
+                       f"[{r['ols_low']:+.3f}, {r['ols_high']:+.3f}]  brackets "
+                       f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]  {r['note']}")
+    return out
+
+
+def _by(items: list, key) -> dict:
+    out: dict = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return dict(sorted(out.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweep", nargs="?", default="sweeps/quickstart.yaml")
@@ -209,7 +265,11 @@ def main() -> None:
     ap.add_argument("--cells", nargs="*", help="only these, as param:width:log2lr:seed "
                     "(e.g. sp:256:-3:0), in this order")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--rows", help="summarize the rows a previous run printed (its output "
+                    "file) instead of training")
     args = ap.parse_args()
+    tops = {name: rng["log2"][1]
+            for name, rng in yaml.safe_load(open(args.sweep))["axes"]["lr"].items()}
     torch.set_num_threads(args.threads)
     cells = extended_cells(args.sweep, args.top, set(args.widths) if args.widths else None,
                            args.eval_every)
@@ -226,6 +286,11 @@ def main() -> None:
     n_extended = len(extended)
     grid_steps = base_steps + sum(TrialConfig.model_validate(c.config).train.total_steps
                                   for c in extended)
+    if args.rows:
+        rows = parse_rows(args.rows)
+        for line in summary(rows, grid_steps) + stability_report(rows, tops):
+            print(line)
+        return
     print(f"{len(cells)} of the {n_extended} cells above the grid's LR range, up to "
           f"2^{args.top:+.0f}; the grid itself: {len(base.cells)} cells, {base_steps} "
           f"trial-steps")
@@ -235,7 +300,7 @@ def main() -> None:
     for cell in cells:
         rows.append(run_cell(cell))
         print(fmt_row(rows[-1]), flush=True)
-    for line in summary(rows, grid_steps):
+    for line in summary(rows, grid_steps) + stability_report(rows, tops):
         print(line)
 
 
