@@ -60,16 +60,23 @@ class TrainConfig(StrictModel):
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     # Divergence (mutransfer/divergence.py; docs/results-format.md, "Divergence")
     diverge_delta: float = Field(1.0, gt=0, description=(
-        "nats above the initial eval loss that count as worse than the start: a trial has "
-        "diverged when its smoothed train loss stays above initial + this for "
-        "diverge_patience steps (or an eval loss and the smoothed train loss are both above "
-        "it); a non-finite loss is divergence at once"))
+        "nats above the initial eval loss that count as worse than the start (the bound): a "
+        "trial has diverged when its final eval loss is above initial + this, or its smoothed "
+        "train loss went above it and the final eval loss is not below the initial loss; a "
+        "non-finite loss is divergence at once"))
+    diverge_rule: Literal["final", "patience"] = Field("final", description=(
+        "final: a finite loss never stops training; the trial is judged at its end, so a "
+        "spike that recovers is a complete trial (with its max_excursion and "
+        "steps_above_bound). patience: also stop as diverged once the smoothed train loss has "
+        "stayed above the bound for diverge_patience consecutive steps (saves the compute of "
+        "runs that blow up, at the price of stopping some that would recover)"))
     diverge_smoothing: float = Field(0.9, ge=0, lt=1, description=(
         "EMA factor per step of the smoothed train loss (0: the raw minibatch loss); it starts "
         "at the initial eval loss"))
     diverge_patience: int = Field(10, ge=1, description=(
-        "consecutive steps the smoothed train loss must stay above the bound before the trial "
-        "counts as diverged (smoothing 0 and patience 1: one minibatch above it is enough)"))
+        "diverge_rule patience only: consecutive steps the smoothed train loss must stay above "
+        "the bound before the trial stops as diverged (smoothing 0 and patience 1: one "
+        "minibatch above it is enough)"))
 
     @property
     def total_steps(self) -> int:

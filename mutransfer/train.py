@@ -1,9 +1,10 @@
 """One trial: a config in, losses out. Knows nothing of Ray or sweeps.
 
-Divergence is a result: the rule of mutransfer/divergence.py (a non-finite loss, or a smoothed
-train loss that stays above the initial loss + `train.diverge_delta` for
-`train.diverge_patience` steps) stops the trial and returns status "diverged" with the step;
-no exception escapes for it, and the trial reports no final or best loss it did not reach.
+Divergence is a result: the rule of mutransfer/divergence.py (a non-finite loss stops the
+trial at once; a finite one only under `train.diverge_rule: patience`; otherwise the trial is
+judged at its end: diverged if it did not recover) returns status "diverged" with the step; no
+exception escapes for it, and a diverged trial reports no final or best loss. Every trial
+reports its spike: `max_excursion` and `steps_above_bound`.
 
 Resuming: given a `Checkpointer`, the loop saves its whole state at eval points (model,
 optimizer, RNG, step, history, divergence monitor; the LR schedule and the data stream are
@@ -33,7 +34,7 @@ from mutransfer.optim import lr_factor, make_optimizer, set_lr
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
 SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
-STATE_FORMAT = 1  # version of the checkpointed loop state; another version is not resumed
+STATE_FORMAT = 2  # version of the checkpointed loop state; another version is not resumed
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -62,6 +63,8 @@ class TrialResult:
     history: list[dict] = field(default_factory=list)
     last_finite_loss: float = float("nan")  # last finite loss before divergence; else final
     diverge_reason: str | None = None
+    max_excursion: float = 0.0  # largest rise of the smoothed train loss over the initial (nats)
+    steps_above_bound: int = 0  # steps the smoothed train loss spent above initial + delta
     resumed_from: int | None = None  # the step a checkpoint restored, when one did
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,7 +174,8 @@ class _Loop:
 
 def _monitor(config: TrialConfig, initial: float) -> DivergenceMonitor:
     t = config.train
-    return DivergenceMonitor(initial, t.diverge_delta, t.diverge_smoothing, t.diverge_patience)
+    return DivergenceMonitor(initial, t.diverge_delta, t.diverge_smoothing, t.diverge_patience,
+                             t.diverge_rule)
 
 
 def _first_point(trial: _Trial) -> _Loop:
@@ -255,7 +259,8 @@ def run_trial(config: TrialConfig, report: Report | None = None,
 
 def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkpointer | None,
            start: float) -> None:
-    """Steps loop.step + 1 ... total, or until the monitor calls divergence. `start`: when
+    """Steps loop.step + 1 ... total, or until the monitor stops the trial (then judges it
+    at its end: `DivergenceMonitor.finish`). `start`: when
     this call of run_trial began (the checkpoint's wall time adds the earlier attempts')."""
     t = trial.config.train
     total, per_step = t.total_steps, t.batch_size * t.seq_len
@@ -284,6 +289,8 @@ def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkp
             report(point)
         if loop.monitor.eval_loss(step, ev):
             return
+        if step == total:
+            loop.monitor.finish(step, ev)
         loop.step = step
         if checkpoint is not None and step < total:
             wall_s = loop.earlier_wall_s + time.perf_counter() - start
@@ -296,7 +303,7 @@ def _result(config: TrialConfig, loop: _Loop, wall: float, resumed_from: int | N
     t, monitor = config.train, loop.monitor
     per_step = t.batch_size * t.seq_len
     diverged = monitor.diverged
-    steps_done = monitor.diverged_at - 1 if diverged else t.total_steps
+    steps_done = monitor.diverged_at - 1 if monitor.stopped else t.total_steps
     evals = [h["eval_loss"] for h in loop.history]
     tokens = steps_done * per_step
     return TrialResult(
@@ -307,4 +314,5 @@ def _result(config: TrialConfig, loop: _Loop, wall: float, resumed_from: int | N
         steps_done=steps_done, tokens=tokens, wall_time_s=wall,
         tokens_per_s=tokens / loop.train_s if loop.train_s > 0 else 0.0, history=loop.history,
         last_finite_loss=monitor.last_finite if diverged else evals[-1],
-        diverge_reason=monitor.reason, resumed_from=resumed_from)
+        diverge_reason=monitor.reason, resumed_from=resumed_from,
+        max_excursion=monitor.max_excursion, steps_above_bound=monitor.steps_above)

@@ -229,8 +229,10 @@ def test_a_resumed_trial_diverges_at_the_same_step_with_the_same_reason():
         saved.use = step
         resumed = run_trial(config, checkpoint=saved)
         assert resumed.resumed_from == step
-        assert (resumed.diverge_step, resumed.diverge_reason, resumed.last_finite_loss) == \
-            (straight.diverge_step, straight.diverge_reason, straight.last_finite_loss)
+        assert (resumed.diverge_step, resumed.diverge_reason, resumed.last_finite_loss,
+                resumed.max_excursion, resumed.steps_above_bound) == \
+            (straight.diverge_step, straight.diverge_reason, straight.last_finite_loss,
+             straight.max_excursion, straight.steps_above_bound)
         assert [h["eval_loss"] for h in resumed.history] == \
             [h["eval_loss"] for h in straight.history]
         assert resumed.final_eval_loss is None and math.isfinite(resumed.last_finite_loss)

@@ -87,8 +87,18 @@ def test_a_transient_warm_up_spike_is_not_divergence():
 
 def test_one_minibatch_above_the_bound_is_divergence_with_smoothing_0_and_patience_1():
     """The old rule, still expressible: the same spike then stops the trial."""
-    result = run_trial(tiny(**SPIKY, diverge_smoothing=0.0, diverge_patience=1))
+    result = run_trial(tiny(**SPIKY, diverge_smoothing=0.0, diverge_patience=1,
+                            diverge_rule="patience"))
     assert result.diverged and result.diverge_step <= 10  # in warm-up, at the first spike
+    assert result.steps_done == result.diverge_step - 1
+
+
+def test_a_spike_that_recovers_is_complete_with_its_excursion_under_the_default_rule():
+    """Unsmoothed, the warm-up spike is above the bound; the run trains on and records it."""
+    result = run_trial(tiny(**SPIKY, diverge_smoothing=0.0, diverge_patience=1))
+    assert result.status == "complete" and not result.diverged
+    assert result.steps_above_bound >= 1 and result.max_excursion > 1.0
+    assert result.final_eval_loss < result.initial_loss - 1.0
 
 
 def test_an_exploding_lr_stops_within_a_few_dozen_steps():

@@ -44,6 +44,7 @@ class Result:
     status, diverged, diverge_step = "diverged", True, 7
     final_eval_loss = best_eval_loss = None
     last_finite_loss, initial_loss = 6.25, 5.5
+    max_excursion, steps_above_bound = 3.5, 4
     steps_done, tokens, wall_time_s, tokens_per_s = 6, 192, 1.0, 192.0
 
 
@@ -51,6 +52,7 @@ def test_the_row_of_a_diverged_result_has_none_for_final_and_best_loss():
     row = trial_row(TrialUnit({}, {"lr": 1.0}, "t"), Result(), "s")
     assert row["final_eval_loss"] is None and row["best_eval_loss"] is None
     assert row["last_finite_loss"] == 6.25 and row["diverge_step"] == 7
+    assert row["max_excursion"] == 3.5 and row["steps_above_bound"] == 4
 
 
 @pytest.mark.parametrize("missing", [None, math.nan])

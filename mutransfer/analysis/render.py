@@ -79,13 +79,21 @@ def stability_sections(a: Analysis) -> list[Section]:
         "boundary: geometric mean of the largest LR where every seed trained and the smallest "
         "where any seed diverged (above it training is unreliable); boundary (all seeds): of "
         "the largest LR where some seed trained and the smallest where every seed diverged. "
-        "LRs not run at a width count as neither. " + CELLS)
+        "LRs not run at a width count as neither. Unstable but trained: trials that completed "
+        "although their smoothed train loss went above the divergence bound (initial + "
+        "diverge_delta) and recovered; from: the smallest LR where a seed did; max excursion: "
+        "the largest such rise, nats over the initial loss. " + CELLS)
     out = [Section("stability", "Stability boundary", caption, views.view_stability(a))]
     if len(a.widths) > 1:
         out.append(Section("stability_slope", "Slope of the stability boundary with width",
-                           "Slope of log2 boundary against log2 width (least squares), with "
-                           "the OLS t interval and its df (widths - 2); slope (all seeds): the "
-                           "same for the boundary where every seed diverged.",
+                           "Slope of log2 boundary against log2 width (least squares through "
+                           "the bracket midpoints). 95% interval: from the brackets (each "
+                           "boundary lies between the largest trained and the smallest "
+                           "diverged LR): every slope of a line through all the brackets, "
+                           "widened for the boundaries' scatter about a power law (scatter: "
+                           "its sd in octaves). The OLS t interval (df widths - 2) treats the "
+                           "midpoints as exact and is shown for comparison; slope (all "
+                           "seeds): the same for the boundary where every seed diverged.",
                            views.view_stability_slope(a)))
     return out
 

@@ -10,6 +10,17 @@ Each point estimate is the geometric mean of its two ends. A bracket is `clean` 
 below its upper end is on the wrong side (e.g. a seed diverged below an LR where all trained);
 otherwise both ends are still reported and the boundary is ambiguous. LRs not run at a width
 are neither trained nor diverged: the bracket simply spans them.
+
+"Unstable but trained": a trial that completed although its smoothed train loss went above the
+divergence bound on the way (`steps_above_bound` > 0 in the trials table; it spiked and
+recovered, mutransfer/divergence.py). `smallest_unstable` is the smallest LR where a seed did
+that, `n_lrs_unstable` how many LRs had one, `max_excursion` the largest spike (nats over the
+initial loss) among the group's trained trials: a boundary the rule does not set, and how close
+the LRs below it came. NaN where the trials table predates those columns.
+
+The slope of the boundary against width treats each boundary as the bracket it is
+(analysis/brackets.py): its interval holds every slope of a line through all the brackets,
+widened for the boundaries' scatter about a power law.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mutransfer.analysis.brackets import bracket_slope
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.drift import ols_columns, width_fit, widths_text
 from mutransfer.analysis.groups import as_key
@@ -58,24 +70,65 @@ def boundary_row(key: tuple, cells: pd.DataFrame, cols: list[str]) -> dict:
             "note": _note(int(trained.sum()), int(any_div.sum()), clean, int(partial.sum()))}
 
 
-def stability_table(cells: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
-    rows = [boundary_row(as_key(k), g, group_cols)
-            for k, g in cells.groupby(group_cols, sort=True, dropna=False)]
+def unstable_columns(trials: pd.DataFrame | None) -> dict:
+    """The spikes of one group's trials that trained (did not diverge): the smallest LR where
+    one went above the bound, how many LRs had one, and the largest excursion."""
+    if trials is None or "steps_above_bound" not in trials or "max_excursion" not in trials:
+        return {"smallest_unstable": np.nan, "n_lrs_unstable": np.nan, "max_excursion": np.nan}
+    trained = trials[~trials["diverged"].astype(bool)]
+    above = pd.to_numeric(trained["steps_above_bound"], errors="coerce")
+    excursion = pd.to_numeric(trained["max_excursion"], errors="coerce")
+    if above.isna().all():
+        return {"smallest_unstable": np.nan, "n_lrs_unstable": np.nan, "max_excursion": np.nan}
+    lrs = trained["lr"][above.fillna(0) > 0]
+    return {"smallest_unstable": float(lrs.min()) if len(lrs) else np.nan,
+            "n_lrs_unstable": int(lrs.nunique()),
+            "max_excursion": float(excursion.max()) if excursion.notna().any() else np.nan}
+
+
+def stability_table(cells: pd.DataFrame, group_cols: list[str],
+                    trials: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per group: its boundaries from the cells, and (given the prepared `trials`)
+    the spikes of the trials that trained."""
+    by_group = ({as_key(k): g for k, g in trials.groupby(group_cols, sort=True, dropna=False)}
+                if trials is not None else {})
+    rows = []
+    for k, g in cells.groupby(group_cols, sort=True, dropna=False):
+        key = as_key(k)
+        rows.append({**boundary_row(key, g, group_cols),
+                     **unstable_columns(by_group.get(key) if trials is not None else None)})
     return pd.DataFrame(rows)
+
+
+def _bracket_columns(fit_rows: pd.DataFrame, x: np.ndarray) -> dict:
+    """The bracket slope of the onset boundary (analysis/brackets.py) over `fit_rows`."""
+    if len(x) < 2:
+        return {"ci_low": np.nan, "ci_high": np.nan, "feasible_low": np.nan,
+                "feasible_high": np.nan, "scatter": np.nan, "ci_df": np.nan}
+    b = bracket_slope(x, np.log2(fit_rows["largest_trained"].to_numpy(float)),
+                      np.log2(fit_rows["smallest_any_diverged"].to_numpy(float)))
+    return {"ci_low": b.ci_low, "ci_high": b.ci_high, "feasible_low": b.feasible_low,
+            "feasible_high": b.feasible_high, "scatter": b.scatter, "ci_df": b.df,
+            "bracket_note": b.note}
 
 
 def stability_slope_table(stability: pd.DataFrame, family_cols: list[str]) -> pd.DataFrame:
     """Slopes of log2 boundary (onset) and log2 boundary_all against log2 width, each over the
-    widths where both ends of its bracket were seen."""
+    widths where both ends of its bracket were seen; the onset's 95% interval from its
+    brackets (ci_low, ci_high; analysis/brackets.py), the OLS one beside it."""
     rows = []
     for k, fam in stability.groupby(family_cols, sort=True, dropna=False):
         fit = width_fit(fam, "boundary", "a boundary inside the LRs run")
         fit_all = width_fit(fam, "boundary_all", "")
+        brackets = _bracket_columns(fit.rows, fit.x)
+        note = brackets.pop("bracket_note", "")
         row = {**dict(zip(family_cols, as_key(k))), "n_widths": len(fit.widths),
-               "widths": widths_text(fit.widths), **ols_columns(fit),
+               "widths": widths_text(fit.widths), **ols_columns(fit), **brackets,
                "slope_all": fit_all.line.slope if fit_all.line else np.nan,
                "n_widths_all": len(fit_all.widths), "note": fit.note}
+        notes = [fit.note, note]
         if fit.line is not None and not fit.rows["clean"].all():
-            row["note"] = "some boundaries are ambiguous (see the stability table)"
+            notes.append("some boundaries are ambiguous (see the stability table)")
+        row["note"] = "; ".join(filter(None, notes))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -117,7 +117,20 @@ def view_stability(a: Analysis) -> pd.DataFrame:
         "boundary (all seeds)": [fmt_lr(v) for v in df["boundary_all"]],
         "partial": df["n_lrs_partial"].astype(str).tolist(),
         "not run": df["n_lrs_not_run"].astype(str).tolist(),
+        "unstable but trained from": [fmt_lr(v) for v in _col(df, "smallest_unstable")],
+        "unstable LRs": [_count(v) for v in _col(df, "n_lrs_unstable")],
+        "max excursion": [MISSING if not _finite(v) else f"{v:.2f}"
+                          for v in _col(df, "max_excursion")],
         "note": df["note"].tolist()})
+
+
+def _col(df: pd.DataFrame, name: str) -> list:
+    """A column's values, NaN for each row when the table has no such column."""
+    return df[name].tolist() if name in df else [math.nan] * len(df)
+
+
+def _count(x: object) -> str:
+    return MISSING if not _finite(x) else str(int(float(x)))
 
 
 def view_stability_slope(a: Analysis) -> pd.DataFrame:
@@ -125,6 +138,11 @@ def view_stability_slope(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame({
         **_family(a, df), "widths": df["widths"].tolist(),
         "slope": [fmt_slope(v) for v in df["slope"]],
+        "95% interval": [fmt_interval(lo, hi, fmt_slope)
+                         for lo, hi in zip(_col(df, "ci_low"), _col(df, "ci_high"))],
+        "lines through brackets": [fmt_interval(lo, hi, fmt_slope) for lo, hi in
+                                   zip(_col(df, "feasible_low"), _col(df, "feasible_high"))],
+        "scatter": [MISSING if not _finite(v) else f"{v:.2f}" for v in _col(df, "scatter")],
         "OLS 95% (t)": [_ols(lo, hi, d)
                         for lo, hi, d in zip(df["ols_low"], df["ols_high"], df["df"])],
         "slope (all seeds)": [fmt_slope(v) for v in df["slope_all"]],

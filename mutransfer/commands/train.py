@@ -82,6 +82,11 @@ def run(args) -> int:
               f"{result.final_eval_loss:.4f} (best {result.best_eval_loss:.4f}), "
               f"{result.steps_done} steps, {result.tokens:,} tokens, "
               f"{result.wall_time_s:.1f} s, {result.tokens_per_s:,.0f} tok/s")
+        if result.steps_above_bound:
+            print(f"unstable but trained: the smoothed train loss rose up to "
+                  f"+{result.max_excursion:.2f} nats over the initial loss and stayed above "
+                  f"initial + {cfg.train.diverge_delta:g} for {result.steps_above_bound} "
+                  f"steps, then recovered")
     if args.out:
         Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
     return 0

@@ -23,6 +23,7 @@ TRIAL_FIELDS: list[tuple[str, pa.DataType]] = [
     ("optimizer", pa.string()), ("status", pa.string()), ("diverged", pa.bool_()),
     ("diverge_step", pa.int64()), ("final_eval_loss", pa.float64()),
     ("best_eval_loss", pa.float64()), ("last_finite_loss", pa.float64()),
+    ("max_excursion", pa.float64()), ("steps_above_bound", pa.int64()),
     ("initial_loss", pa.float64()), ("steps_done", pa.int64()), ("tokens", pa.int64()),
     ("wall_time_s", pa.float64()), ("tokens_per_s", pa.float64()), ("search", pa.string()),
     ("host", pa.string()), ("versions", pa.string()), ("corpus", pa.string()),

@@ -130,7 +130,8 @@ def trial_row(payload: TrialUnit, result: Any, sweep: str) -> dict[str, Any]:
         "status": result.status, "diverged": bool(result.diverged),
         "diverge_step": result.diverge_step, "final_eval_loss": result.final_eval_loss,
         "best_eval_loss": result.best_eval_loss, "last_finite_loss": result.last_finite_loss,
-        "initial_loss": result.initial_loss,
+        "initial_loss": result.initial_loss, "max_excursion": result.max_excursion,
+        "steps_above_bound": result.steps_above_bound,
         "steps_done": result.steps_done, "tokens": result.tokens,
         "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
     }
