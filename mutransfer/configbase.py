@@ -3,6 +3,7 @@ where mutransfer keeps what it makes outside a results store."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,3 +85,9 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
             value = raw
         out.append((key.strip(), value))
     return out
+
+
+def cooldown_steps(total: int, fraction: float) -> int:
+    """The steps of a wsd cooldown (train.schedule: wsd): `fraction` of a run of `total`
+    steps, rounded half up, at least 1; shared by the config's checks and the LR schedule."""
+    return max(1, min(total, math.floor(fraction * total + 0.5)))
