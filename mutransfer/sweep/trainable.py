@@ -153,10 +153,11 @@ def trial_row(payload: TrialUnit, result: Any, sweep: str) -> dict[str, Any]:
         "initial_loss": result.initial_loss,
         "steps_done": result.steps_done, "tokens": result.tokens,
         "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
-        **{f"tau_{role}": tau for role, tau in result.tau.items()},
+        **{f"tau_{role}": tau for role, tau in getattr(result, "tau", {}).items()},
     }
     return {**base_row(payload, sweep, outcome, host=host_name()),
-            **length_columns(payload.config, result.params), **provenance(payload),
+            **length_columns(payload.config, getattr(result, "params", None)),
+            **provenance(payload),
             "error": None}
 
 
