@@ -127,6 +127,7 @@ def test_families_group_lengths_and_branch_false_runs_them_separately(tmp_path):
 
 
 # -- bit identity, resume, divergence ------------------------------------------------------------
+@pytest.mark.slow  # seconds on an idle machine: four short trainings
 def test_branched_cells_equal_separate_runs_bit_for_bit(tmp_path):
     root = tmp_path / "r"
     plan = plan_of(horizon_doc(root, [4, 8, 16], weight_decay=0.1))
@@ -158,6 +159,7 @@ class Kill(Exception):
     pass
 
 
+@pytest.mark.slow  # seconds on an idle machine: four short trainings
 def test_a_killed_trunk_resumes_and_its_branches_still_match(tmp_path):
     root = tmp_path / "r"
     plan = plan_of(horizon_doc(root, [4, 12]))
@@ -182,6 +184,7 @@ def test_a_killed_trunk_resumes_and_its_branches_still_match(tmp_path):
     assert not Path(point_path(store, short.trial_id)).exists()
 
 
+@pytest.mark.slow  # seconds on an idle machine: four short trainings
 def test_a_longer_length_added_later_continues_the_family(tmp_path):
     root = tmp_path / "r"
     run_cells(plan_of(horizon_doc(root, [4, 8])), root)
@@ -194,6 +197,7 @@ def test_a_longer_length_added_later_continues_the_family(tmp_path):
     assert row["branch_step"] == 4
 
 
+@pytest.mark.slow  # seconds on an idle machine: four short trainings
 def test_divergence_in_the_trunk_marks_branches_it_had_not_reached(tmp_path):
     root = tmp_path / "r"
     plan = plan_of(horizon_doc(root, [8, 16], lr=50.0, grad_clip=None, diverge_patience=1,

@@ -166,7 +166,7 @@ def length_columns(config: dict[str, Any], params: int | None) -> dict[str, Any]
     `params` and `tokens_per_param`."""
     from mutransfer.config import TrainConfig
 
-    t = TrainConfig.model_validate(config["train"])
+    t = TrainConfig.model_validate(config.get("train") or {})
     planned = t.total_steps * t.batch_size * t.seq_len
     return {"planned_tokens": planned, "params": params,
             "tokens_per_param": planned / params if params else None}
