@@ -1,7 +1,9 @@
-"""docs/schedules.png: the LR multiplier of each schedule (`python benchmarks/plot_schedules.py`)."""
+"""docs/schedules.png: each LR schedule (run `python benchmarks/plot_schedules.py`)."""
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
 from mutransfer.optim import lr_factor
 
 fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), dpi=80)
