@@ -282,7 +282,15 @@ def describe(plan: Plan, state: StoreState, store: Store | None) -> list[str]:
     lines = []
     pending = {c.trial_id for c in plan.cells if c.trial_id not in state.complete}
     role_of = roles(plan, pending)
-    for fam in families(plan):
+    fams = families(plan)
+    if fams:
+        full = sum(_tokens(c) for f in fams for c in f.cells)
+        shared = sum(_tokens(f.cells[0]) + sum(_tokens(c, cooldown_only=True)
+                                               for c in f.cells[1:]) for f in fams)
+        lines.append(f"horizon branching: {len(fams)} families of lengths; the whole plan "
+                     f"trains {shared:,} tokens branched instead of {full:,} separately "
+                     f"({shared / full:.3f}x)")
+    for fam in fams:
         todo = [c for c in fam.cells if c.trial_id in pending]
         if not todo:
             continue
@@ -312,6 +320,13 @@ def describe(plan: Plan, state: StoreState, store: Store | None) -> list[str]:
                 how = f"trunk, {how}" if own or trunk_start else "trunk, from step 0"
             lines.append(f"  {steps} steps (cooldown from step {start}): {how}")
     return lines
+
+
+def _tokens(cell: Cell, cooldown_only: bool = False) -> int:
+    """Tokens a cell trains: all its steps, or only its cooldown (a branch)."""
+    steps, start = length_of(cell.config)
+    train = cell.config["train"]
+    return (steps - start if cooldown_only else steps) * train["batch_size"] * train["seq_len"]
 
 
 def row_columns(checkpoint: Any) -> dict[str, Any]:
