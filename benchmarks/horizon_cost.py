@@ -15,11 +15,14 @@ ways), and lr* per (length, width) from `mutransfer.analysis.analyze` on each st
         --set 'axes.seed=[0]'
 
 Both runs share one local Ray (started once), so its start-up is in neither run's wall time.
+`--in-process` runs the same two phases without Ray, one cell after another in this process
+(the same `run_unit` each Ray worker calls): for a machine too loaded to start Ray.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import shutil
 import sys
@@ -63,15 +66,39 @@ def lr_star(store: Path) -> pd.DataFrame:
     return df[keep]
 
 
-def one(doc: dict, storage: Path, label: str) -> tuple[pd.DataFrame, float]:
+def one(doc: dict, storage: Path, label: str, in_process: bool = False
+        ) -> tuple[pd.DataFrame, float]:
     if storage.exists():
         shutil.rmtree(storage)
     t0 = time.monotonic()
-    result = run(doc, storage=str(storage), out=sys.stderr)
+    if in_process:
+        run_in_process(doc, storage)
+    else:
+        result = run(doc, storage=str(storage), out=sys.stderr)
+        if not result.ok:
+            raise SystemExit(f"{label}: the sweep did not finish ({result})")
     wall = time.monotonic() - t0
-    if not result.ok:
-        raise SystemExit(f"{label}: the sweep did not finish ({result})")
     return read_tables(storage).trials, wall
+
+
+def run_in_process(doc: dict, storage: Path) -> None:
+    """The sweep's phases (trunks and other cells, then branches), each cell by `run_unit`."""
+    from mutransfer.results.store import Store, StoreState
+    from mutransfer.sweep.driver import prepare
+    from mutransfer.sweep.horizon import attach, phases
+    from mutransfer.sweep.runner import plan_work, units_of
+    from mutransfer.sweep.trainable import run_unit
+
+    plan = prepare(doc, str(storage))
+    store = Store(plan.spec.storage_location)
+    work = plan_work(plan, store.scan(repair=False) if store.exists() else StoreState())
+    attach(plan, work)
+    units = units_of(plan, work)
+    for cells in phases(work):
+        for cell in cells:
+            metrics = run_unit(units[cell.trial_id], store.location, plan.spec.name)
+            print(f"  {cell.trial_id} {metrics['status']} {metrics['final_eval_loss']:.4f} "
+                  f"(resumed from {metrics['resumed_from']})", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="/tmp/horizon-cost")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--num-cpus", type=int, default=None)
+    ap.add_argument("--in-process", action="store_true", help="no Ray: cells one by one")
     args = ap.parse_args(argv)
     doc = yaml.safe_load(Path(args.sweep).read_text())
     for key, value in parse_set(args.set):
@@ -87,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     separate = copy.deepcopy(doc)
     separate.setdefault("train", {})["branch"] = False
     out = Path(args.out)
-    with ray_session(None, args.num_cpus, None):
-        branched_rows, branched_wall = one(doc, out / "branched", "branched")
-        separate_rows, separate_wall = one(separate, out / "separate", "separate")
+    session = contextlib.nullcontext() if args.in_process else \
+        ray_session(None, args.num_cpus, None)
+    with session:
+        branched_rows, branched_wall = one(doc, out / "branched", "branched", args.in_process)
+        separate_rows, separate_wall = one(separate, out / "separate", "separate",
+                                           args.in_process)
     tok_b, tok_s = trained_tokens(branched_rows).sum(), trained_tokens(separate_rows).sum()
     sec_b, sec_s = branched_rows["wall_time_s"].sum(), separate_rows["wall_time_s"].sum()
     both = branched_rows.set_index("trial_id")[["final_eval_loss", "status", "diverge_step"]] \
