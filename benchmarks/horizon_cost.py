@@ -123,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                                            args.in_process)
     tok_b, tok_s = trained_tokens(branched_rows).sum(), trained_tokens(separate_rows).sum()
     sec_b, sec_s = branched_rows["wall_time_s"].sum(), separate_rows["wall_time_s"].sum()
-    both = branched_rows.set_index("trial_id")[["final_eval_loss", "status", "diverge_step"]] \
-        .join(separate_rows.set_index("trial_id")[["final_eval_loss", "status", "diverge_step"]],
-              rsuffix="_sep", how="outer")
+    cols = ["trial_id", "final_eval_loss", "status", "diverge_step"]
+    both = branched_rows[cols].merge(separate_rows[cols], on="trial_id", how="outer",
+                                     suffixes=("", "_sep"))
     diff = (both["final_eval_loss"] - both["final_eval_loss_sep"]).abs()
     same_status = (both["status"] == both["status_sep"]).all()
     n_branched = int(branched_rows["branched_from"].notna().sum())
