@@ -267,3 +267,34 @@ def test_rng_untouched_by_evaluation():
     trial.stepper.evaluate(trial.eval_set)
     assert torch.equal(state, torch.get_rng_state())
     assert before.shape == state.shape
+
+
+def test_phases_put_trunks_first_and_dry_run_says_where_each_length_starts(tmp_path):
+    from types import SimpleNamespace
+
+    from mutransfer.results.store import StoreState
+    from mutransfer.sweep.horizon import describe, phases
+
+    root = tmp_path / "r"
+    plan = plan_of(horizon_doc(root, [4, 8, 16]))
+    work = SimpleNamespace(cells=plan.cells,
+                           horizon=roles(plan, {c.trial_id for c in plan.cells}))
+    first, second = phases(work)
+    assert [c.config["train"]["steps"] for c in first] == [16]
+    assert sorted(c.config["train"]["steps"] for c in second) == [4, 8]
+    lines = describe(plan, StoreState(), None)
+    assert "(0.786x)" in lines[0]  # (16 + 8·0.5 + 4·0.5) / 28 steps at cooldown 0.5
+    assert any("16 steps" in x and "trunk, from step 0" in x for x in lines)
+    assert any("4 steps" in x and "branches from the trunk at step 2" in x for x in lines)
+    # a longer length added later: the stored stable end (step 8 of the 16-step run) is where
+    # it continues; a shorter one with no state at or before its cooldown reruns
+    store = Store(root)
+    fam = families(plan)[0].family_id
+    Path(stable_end_path(store, fam)).parent.mkdir(parents=True)
+    torch.save({"step": 8}, stable_end_path(store, fam))
+    longer = plan_of(horizon_doc(root, [2, 4, 8, 16, 32]))
+    done = StoreState(complete={c.trial_id: {} for c in plan.cells})
+    lines = describe(longer, done, store)
+    assert any("32 steps" in x and "continues the family's saved state at step 8" in x
+               for x in lines), lines
+    assert any("2 steps" in x and "reruns from step 0" in x for x in lines), lines
