@@ -211,6 +211,11 @@ def test_divergence_in_the_trunk_marks_branches_it_had_not_reached(tmp_path):
         assert rows.loc[cell.trial_id, "diverge_step"] == ref.diverge_step
         steps = tables.steps[tables.steps.trial_id == cell.trial_id]
         assert steps["step"].tolist() == [h["step"] for h in ref.history]
+    trunk = max(plan.cells, key=lambda c: c.config["train"]["steps"])
+    short = min(plan.cells, key=lambda c: c.config["train"]["steps"])
+    assert rows.loc[short.trial_id, "branched_from"] == trunk.trial_id  # copied, not trained
+    assert rows.loc[short.trial_id, "wall_time_s"] == 0.0
+    assert rows.loc[short.trial_id, "branch_step"] == rows.loc[trunk.trial_id, "diverge_step"]
 
 
 # -- bad input -----------------------------------------------------------------------------------
