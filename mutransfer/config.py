@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from mutransfer.configbase import StrictModel
+from mutransfer.configbase import StrictModel, cooldown_steps
 from mutransfer.data.config import DataConfig
 from mutransfer.param.config import ParamConfig
 from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
@@ -46,7 +46,15 @@ class TrainConfig(StrictModel):
     eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0, lt=1)
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    weight_decay_mode: Literal["coupled", "independent"] = Field("coupled", description=(
+        "coupled: torch AdamW, each step decays a group's weights by lr_group * "
+        "weight_decay_group (so the decay moves with the LR); independent: by "
+        "weight_decay_group per step (times the schedule's multiplier), whatever the LR "
+        "(docs/schedules.md)"))
+    schedule: Literal["constant", "cosine", "linear", "wsd"] = Field("constant", description=(
+        "LR after the warmup: constant, cosine or linear decay to min_lr_ratio over the rest "
+        "of the run, or wsd (warmup-stable-decay): constant, then a cooldown over the last "
+        "`cooldown` fraction of the run to min_lr_ratio (docs/schedules.md)"))
     warmup: int = Field(0, ge=0)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
     steps: int | None = Field(200, ge=1)
@@ -55,6 +63,17 @@ class TrainConfig(StrictModel):
     seq_len: int = Field(128, ge=2)
     eval_every: int = Field(50, ge=1)
     eval_batches: int = Field(4, ge=1)
+    cooldown: float = Field(0.2, gt=0, le=1, description=(
+        "wsd: the fraction of the run's steps spent cooling down (rounded to whole steps); "
+        "other schedules ignore it"))
+    cooldown_shape: Literal["linear", "cosine", "sqrt"] = Field("linear", description=(
+        "wsd: the cooldown's curve from the peak LR to min_lr_ratio; sqrt is 1 - sqrt(progress) "
+        "(Hägele et al. 2024)"))
+    branch: bool | None = Field(None, description=(
+        "horizon branching in sweeps: cells that differ only in train.steps (or train.tokens) "
+        "with schedule wsd train one run and branch each shorter length's cooldown from its "
+        "saved state (null: wherever possible; false: every length runs separately; true "
+        "needs schedule wsd). Not part of the trial id: the results are the same"))
     grad_clip: float | None = Field(1.0, gt=0)
     seed: int = 0
     device: Literal["cpu", "cuda", "auto"] = "cpu"
@@ -78,11 +97,53 @@ class TrainConfig(StrictModel):
         "the bound before the trial stops as diverged (smoothing 0 and patience 1: one "
         "minibatch above it is enough)"))
 
+    @field_validator("cooldown")
+    @classmethod
+    def _cooldown_fits(cls, value: float, info: ValidationInfo) -> float:
+        d = info.data
+        if d.get("schedule") != "wsd" or "warmup" not in d or "batch_size" not in d \
+                or "seq_len" not in d:
+            return value
+        total = _total_steps(d.get("steps"), d.get("tokens"), d["batch_size"], d["seq_len"])
+        cool = cooldown_steps(total, value)
+        if d["warmup"] + cool > total:
+            raise ValueError(f"warmup ({d['warmup']} steps) + cooldown ({value:g} of the run: "
+                             f"{cool} steps) exceed the run's {total} steps")
+        return value
+
+    @field_validator("weight_decay_mode")
+    @classmethod
+    def _independent_needs_adamw(cls, value: str, info: ValidationInfo) -> str:
+        optimizer = info.data.get("optimizer")
+        if value == "independent" and optimizer is not None and optimizer != "adamw":
+            raise ValueError(f"independent needs optimizer: adamw (with {optimizer} the decay "
+                             f"is an L2 term in the gradient)")
+        return value
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_needs_wsd(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        schedule = info.data.get("schedule")
+        if value is True and schedule is not None and schedule != "wsd":
+            raise ValueError(f"true needs schedule: wsd (the schedule is {schedule}: lengths "
+                             f"share no stable phase); leave branch unset or false")
+        return value
+
+    @property
+    def cooldown_start(self) -> int:
+        """wsd: the first step (0-based) of the cooldown; other schedules: the run's end."""
+        total = self.total_steps
+        return total - cooldown_steps(total, self.cooldown) if self.schedule == "wsd" else total
+
     @property
     def total_steps(self) -> int:
-        if self.tokens is not None:
-            return max(1, self.tokens // (self.batch_size * self.seq_len))
-        return self.steps or 1
+        return _total_steps(self.steps, self.tokens, self.batch_size, self.seq_len)
+
+
+def _total_steps(steps: int | None, tokens: int | None, batch_size: int, seq_len: int) -> int:
+    if tokens is not None:
+        return max(1, tokens // (batch_size * seq_len))
+    return steps or 1
 
 
 class TrialConfig(StrictModel):

@@ -248,3 +248,9 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
             value = raw
         out.append((key.strip(), value))
     return out
+
+
+def cooldown_steps(total: int, fraction: float) -> int:
+    """The steps of a wsd cooldown (train.schedule: wsd): `fraction` of a run of `total`
+    steps, rounded half up, at least 1; shared by the config's checks and the LR schedule."""
+    return max(1, min(total, math.floor(fraction * total + 0.5)))

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from mutransfer.configbase import cooldown_steps
 from mutransfer.param.apply import param_groups
 
 
@@ -17,6 +18,8 @@ def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
     """
     t = cfg.train
     groups = param_groups(model, cfg)
+    if t.weight_decay_mode == "independent":
+        decouple_weight_decay(groups)
     if t.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)
     fused = all_on_cuda(model)
@@ -32,10 +35,52 @@ def all_on_cuda(model: torch.nn.Module) -> bool:
     return bool(params) and all(p.is_cuda for p in params)
 
 
-def lr_factor(step: int, total: int, warmup: int, schedule: str, min_ratio: float) -> float:
-    """Multiplier on the base LR at `step` (0-based): linear warmup, then the schedule."""
+def decouple_weight_decay(groups: list[dict]) -> None:
+    """weight_decay_mode independent: torch's AdamW decays by lr_t · wd per step, so a group's
+    wd becomes λ_group / lr_group, which makes its decay λ_group · (schedule multiplier) per
+    step, whatever the base LR or the group's LR scale. `decay_per_step` keeps λ_group."""
+    for g in groups:
+        g["decay_per_step"] = g["weight_decay"]
+        g["weight_decay"] = g["weight_decay"] / g["lr"] if g["lr"] > 0 else 0.0
+
+
+def decay_timescales(opt: torch.optim.Optimizer) -> dict[str, float | None]:
+    """τ = 1/(η_group · λ_group) in steps at the peak LR, per role: the steps over which
+    weight decay alone shrinks a weight by 1/e (None where the group is not decayed)."""
+    out: dict[str, float | None] = {}
+    for g in opt.param_groups:
+        per_step = g.get("decay_per_step", g["lr"] * g.get("weight_decay", 0.0))
+        out[str(g.get("role", len(out)))] = 1.0 / per_step if per_step > 0 else None
+    return out
+
+
+def schedule_factor(t, step: int) -> float:
+    """lr_factor for a TrainConfig `t` (0-based `step`)."""
+    return lr_factor(step, t.total_steps, t.warmup, t.schedule, t.min_lr_ratio, t.cooldown,
+                     t.cooldown_shape)
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str, min_ratio: float,
+              cooldown: float = 0.2, cooldown_shape: str = "linear") -> float:
+    """Multiplier on the base LR at `step` (0-based): linear warmup, then the schedule.
+
+    wsd: 1 until the cooldown's first step `total - cooldown_steps(total, cooldown)`, then
+    from 1 (its first step) towards min_ratio along `cooldown_shape` (progress p = steps into
+    the cooldown / its length; linear 1-p, cosine (1+cos πp)/2, sqrt 1-√p). Before the
+    cooldown the factor is exactly 1.0 whatever `total` is: runs of different lengths take
+    bit-identical steps up to the shorter one's cooldown (horizon branching relies on it).
+    """
     if warmup and step < warmup:
         return (step + 1) / warmup
+    if schedule == "wsd":
+        cool = cooldown_steps(total, cooldown)
+        start = total - cool
+        if step < start:
+            return 1.0
+        progress = min(1.0, (step - start) / cool)
+        decay = {"linear": 1.0 - progress, "cosine": 0.5 * (1 + math.cos(math.pi * progress)),
+                 "sqrt": 1.0 - math.sqrt(progress)}[cooldown_shape]
+        return min_ratio + (1 - min_ratio) * decay
     if schedule == "constant" or total <= warmup:
         return 1.0
     progress = min(1.0, (step - warmup) / max(1, total - warmup))

@@ -10,6 +10,11 @@ Resuming: given a `Checkpointer`, the loop saves its whole state at eval points 
 optimizer, RNG, step, history, divergence monitor; the LR schedule and the data stream are
 functions of the step) and a later call with the same config resumes from the last one, with
 the losses an uninterrupted run would have had.
+
+Branch points (horizon branching, mutransfer/sweep/horizon.py): a checkpointer that has
+`branch_steps` (a set of steps) and `save_branch(step, state)` is also handed the full state
+right after each of those steps, eval point or not (the train losses of the unfinished eval
+window go with it), so that a run of another length can go on from there.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from mutransfer.data.base import IGNORE_INDEX, DataSource
 from mutransfer.divergence import DivergenceMonitor
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
-from mutransfer.optim import lr_factor, make_optimizer, set_lr
+from mutransfer.optim import decay_timescales, make_optimizer, schedule_factor, set_lr
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
 SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
@@ -66,6 +71,8 @@ class TrialResult:
     max_excursion: float = 0.0  # largest rise of the smoothed train loss over the initial (nats)
     steps_above_bound: int = 0  # steps the smoothed train loss spent above initial + delta
     resumed_from: int | None = None  # the step a checkpoint restored, when one did
+    params: int = 0  # trainable parameters of the model
+    tau: dict[str, float | None] = field(default_factory=dict)  # role -> 1/(η·λ) in steps
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +143,7 @@ class _Trial:
     opt: torch.optim.Optimizer
     stepper: _Stepper
     eval_set: list
+    tau: dict[str, float | None] = field(default_factory=dict)
 
 
 def _build(config: TrialConfig) -> _Trial:
@@ -157,7 +165,7 @@ def _build(config: TrialConfig) -> _Trial:
     stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss))
     it: Iterator = source.batches("eval", t.batch_size, t.seq_len, seed=EVAL_SEED)
     eval_set = [next(it) for _ in range(t.eval_batches)]
-    return _Trial(config, source, model, opt, stepper, eval_set)
+    return _Trial(config, source, model, opt, stepper, eval_set, decay_timescales(opt))
 
 
 @dataclass
@@ -170,6 +178,7 @@ class _Loop:
     initial: float
     train_s: float = 0.0  # seconds spent training, not evaluating: the throughput's clock
     earlier_wall_s: float = 0.0  # wall time of earlier attempts, up to their checkpoint
+    pending: list[float] = field(default_factory=list)  # train losses since the last eval
 
 
 def _monitor(config: TrialConfig, initial: float) -> DivergenceMonitor:
@@ -183,7 +192,7 @@ def _first_point(trial: _Trial) -> _Loop:
     t = trial.config.train
     initial = trial.stepper.evaluate(trial.eval_set)
     point = {"step": 0, "tokens": 0, "train_loss": float("nan"), "eval_loss": initial,
-             "lr": t.lr * lr_factor(0, t.total_steps, t.warmup, t.schedule, t.min_lr_ratio),
+             "lr": t.lr * schedule_factor(t, 0),
              "grad_norm": float("nan"), "tokens_per_s": 0.0}
     return _Loop(step=0, history=[point], monitor=_monitor(trial.config, initial),
                  initial=initial)
@@ -193,13 +202,17 @@ def _config_text(config: TrialConfig) -> str:
     return config.model_dump_json()
 
 
-def _snapshot(trial: _Trial, loop: _Loop, wall_s: float) -> dict[str, Any]:
-    """The full loop state as plain containers of tensors and numbers (`weights_only` loads)."""
+def _snapshot(trial: _Trial, loop: _Loop, wall_s: float, step: int | None = None
+              ) -> dict[str, Any]:
+    """The full loop state as plain containers of tensors and numbers (`weights_only` loads);
+    `step`: the step it was taken after when that is not the last eval point (a branch
+    point), whose unfinished window's train losses it then carries."""
     rng = {"torch": torch.get_rng_state()}
     device = trial.stepper.device
     if device.type == "cuda":  # only then: querying CUDA would start a context on a CPU trial
         rng["cuda"] = torch.cuda.get_rng_state(device)
-    return {"format": STATE_FORMAT, "config": _config_text(trial.config), "step": loop.step,
+    return {"format": STATE_FORMAT, "config": _config_text(trial.config),
+            "step": loop.step if step is None else step, "pending": list(loop.pending),
             "model": trial.model.state_dict(), "optimizer": trial.opt.state_dict(), "rng": rng,
             "history": [dict(p) for p in loop.history], "initial": loop.initial,
             "monitor": loop.monitor.state_dict(), "train_s": loop.train_s, "wall_s": wall_s}
@@ -220,7 +233,8 @@ def _restore(trial: _Trial, state: dict[str, Any]) -> _Loop:
     monitor.load_state_dict(state["monitor"])
     return _Loop(step=int(state["step"]), history=list(state["history"]), monitor=monitor,
                  initial=float(state["initial"]), train_s=float(state["train_s"]),
-                 earlier_wall_s=float(state["wall_s"]))
+                 earlier_wall_s=float(state["wall_s"]),
+                 pending=[float(x) for x in state.get("pending", [])])
 
 
 def _start(config: TrialConfig, checkpoint: Checkpointer | None) -> tuple[_Trial, _Loop, bool]:
@@ -253,8 +267,11 @@ def run_trial(config: TrialConfig, report: Report | None = None,
         if report:
             report(point)
     _train(trial, loop, report, checkpoint, start)
-    return _result(trial.config, loop, loop.earlier_wall_s + time.perf_counter() - start,
-                   resumed_from)
+    result = _result(trial.config, loop, loop.earlier_wall_s + time.perf_counter() - start,
+                     resumed_from)
+    result.params = sum(p.numel() for p in trial.model.parameters())
+    result.tau = trial.tau
+    return result
 
 
 def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkpointer | None,
@@ -263,39 +280,53 @@ def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkp
     at its end: `DivergenceMonitor.finish`). `start`: when
     this call of run_trial began (the checkpoint's wall time adds the earlier attempts')."""
     t = trial.config.train
-    total, per_step = t.total_steps, t.batch_size * t.seq_len
+    total = t.total_steps
+    branch_steps = getattr(checkpoint, "branch_steps", None) or set()
     # batch i of the stream is drawn from (seed, i): starting at loop.step costs nothing
     batches = trial.source.batches("train", t.batch_size, t.seq_len, seed=t.seed, start=loop.step)
-    losses, window_start = [], time.perf_counter()
+    window_start = time.perf_counter()
     for step in range(loop.step + 1, total + 1):
-        lr = set_lr(trial.opt, t.lr,
-                    lr_factor(step - 1, total, t.warmup, t.schedule, t.min_lr_ratio))
+        lr = set_lr(trial.opt, t.lr, schedule_factor(t, step - 1))
         loss, norm = trial.stepper.train_step(*next(batches))
         if loop.monitor.train_loss(step, loss):
             return
-        losses.append(loss)
-        if step % t.eval_every and step != total:
-            continue
-        grad_norm = norm.item()  # before the clock: it waits for the step's backward
-        now = time.perf_counter()
-        loop.train_s += now - window_start
-        ev = trial.stepper.evaluate(trial.eval_set)
-        point = {"step": step, "tokens": step * per_step,
-                 "train_loss": sum(losses) / len(losses), "eval_loss": ev, "lr": lr,
-                 "grad_norm": grad_norm,
-                 "tokens_per_s": len(losses) * per_step / max(now - window_start, 1e-9)}
-        loop.history.append(point)
-        if report:
-            report(point)
-        if loop.monitor.eval_loss(step, ev):
-            return
-        if step == total:
-            loop.monitor.finish(step, ev)
-        loop.step = step
-        if checkpoint is not None and step < total:
+        loop.pending.append(loss)
+        if step % t.eval_every == 0 or step == total:
+            if _eval_point(trial, loop, report, checkpoint, start, step, lr, norm, window_start):
+                return
+            window_start = time.perf_counter()
+        if step in branch_steps:
             wall_s = loop.earlier_wall_s + time.perf_counter() - start
-            checkpoint.save(_snapshot(trial, loop, wall_s))
-        losses, window_start = [], time.perf_counter()
+            checkpoint.save_branch(step, _snapshot(trial, loop, wall_s, step=step))
+
+
+def _eval_point(trial: _Trial, loop: _Loop, report: Report | None,
+                checkpoint: Checkpointer | None, start: float, step: int, lr: float,
+                norm: torch.Tensor, window_start: float) -> bool:
+    """Evaluate at `step`, record and report the point, checkpoint; True when diverged."""
+    t = trial.config.train
+    per_step = t.batch_size * t.seq_len
+    grad_norm = norm.item()  # before the clock: it waits for the step's backward
+    now = time.perf_counter()
+    loop.train_s += now - window_start
+    ev = trial.stepper.evaluate(trial.eval_set)
+    losses = loop.pending
+    point = {"step": step, "tokens": step * per_step,
+             "train_loss": sum(losses) / len(losses), "eval_loss": ev, "lr": lr,
+             "grad_norm": grad_norm,
+             "tokens_per_s": len(losses) * per_step / max(now - window_start, 1e-9)}
+    loop.history.append(point)
+    if report:
+        report(point)
+    if loop.monitor.eval_loss(step, ev):
+        return True
+    if step == t.total_steps:
+        loop.monitor.finish(step, ev)  # the final rule judges the run at its end
+    loop.step, loop.pending = step, []
+    if checkpoint is not None and step < t.total_steps:
+        wall_s = loop.earlier_wall_s + time.perf_counter() - start
+        checkpoint.save(_snapshot(trial, loop, wall_s))
+    return False
 
 
 def _result(config: TrialConfig, loop: _Loop, wall: float, resumed_from: int | None

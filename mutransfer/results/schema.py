@@ -16,6 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
+# The parameter roles (mutransfer/param/config.py ROLES; a test keeps the two equal): one
+# `tau_<role>` column each, the weight-decay timescale 1/(η_group·λ_group) in steps.
+DECAY_ROLES = ("embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout")
+
 # The fixed trials columns; the extra axis columns go after AXES_AFTER.
 TRIAL_FIELDS: list[tuple[str, pa.DataType]] = [
     ("trial_id", pa.string()), ("sweep", pa.string()), ("width", pa.int64()),
@@ -25,7 +29,11 @@ TRIAL_FIELDS: list[tuple[str, pa.DataType]] = [
     ("best_eval_loss", pa.float64()), ("last_finite_loss", pa.float64()),
     ("max_excursion", pa.float64()), ("steps_above_bound", pa.int64()),
     ("initial_loss", pa.float64()), ("steps_done", pa.int64()), ("tokens", pa.int64()),
-    ("wall_time_s", pa.float64()), ("tokens_per_s", pa.float64()), ("search", pa.string()),
+    ("wall_time_s", pa.float64()), ("tokens_per_s", pa.float64()),
+    ("planned_tokens", pa.int64()), ("params", pa.int64()), ("tokens_per_param", pa.float64()),
+    ("branched_from", pa.string()), ("branch_step", pa.int64()),
+    *[(f"tau_{role}", pa.float64()) for role in DECAY_ROLES],
+    ("search", pa.string()),
     ("host", pa.string()), ("versions", pa.string()), ("corpus", pa.string()),
     ("env", pa.string()), ("config", pa.string()),
     ("attempt", pa.string()), ("evals", pa.int64()), ("error", pa.string()),

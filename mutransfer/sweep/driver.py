@@ -26,6 +26,8 @@ from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.cluster import check_local_resources, check_storage_reachable, probe
 from mutransfer.sweep.grid import Plan, build_plan
+from mutransfer.sweep.horizon import describe as horizon_lines
+from mutransfer.sweep.horizon import run_phases
 from mutransfer.sweep.listing import (
     cell_listing,
     group_listing,
@@ -188,7 +190,7 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
     if work.n_trials == 0:
         return SweepResult(**base, planned=plan.n_trials, to_run=0)
     prepare_data(plan, out)
-    outcome = execute(plan, store, work, options)
+    outcome = run_phases(plan, store, work, options, execute)  # horizon branching's hook
     left = plan_work(plan, store.scan(repair=False)).n_trials
     return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
                        complete=outcome.complete, diverged=outcome.diverged,
@@ -238,6 +240,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     lines.append(group_listing(plan, work) if plan.adaptive else
                  transfer_listing(work.search) if work.search is not None else
                  cell_listing(plan, state))
+    lines += horizon_lines(plan, state, store if store.exists() else None)
     lines.append(plan_cost(plan, gpu, mfu))
     return "\n".join(lines)
 

@@ -24,14 +24,26 @@ def hash_config(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:ID_LENGTH]
 
 
+# How a trial is run, not what it computes: left out of ids. `train.branch` (horizon
+# branching) gives every cell the result a separate run gives, bit for bit on CPU.
+NOT_IDENTITY = ("branch",)
+
+
+def _identity(config: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    train = config.get("train")
+    if not isinstance(train, dict):
+        return config
+    return {**config, "train": {k: v for k, v in train.items()
+                                if k not in NOT_IDENTITY and k not in drop}}
+
+
 def trial_id(config: Any) -> str:
     """The id of a TrialConfig (or of its `model_dump(mode="json")`)."""
     if hasattr(config, "model_dump"):
         config = config.model_dump(mode="json")
-    return hash_config(config)
+    return hash_config(_identity(config))
 
 
 def group_id(config: dict[str, Any]) -> str:
     """The id of a config with its LR left out: one adaptive (Optuna) study per group."""
-    train = {k: v for k, v in config.get("train", {}).items() if k != "lr"}
-    return hash_config({**config, "train": train})
+    return hash_config(_identity(config, ("lr",)))

@@ -62,6 +62,7 @@ class Work:
     budgets: dict[str, int] = field(default_factory=dict)  # group id -> trials still to run
     warm: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (lr, objective)
     search: TransferSearch | None = None  # a transfer search over `cells` (the unfinished ones)
+    horizon: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> its role
 
     @property
     def n_trials(self) -> int:
@@ -78,7 +79,8 @@ def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
 
     axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
     kind = plan.spec.search.kind
-    units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes)
+    units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes,
+                                   work.horizon.get(c.trial_id))
              for c in work.cells}
     for g in work.groups:
         units[g.group_id] = TrialUnit(g.config, g.columns, "", kind, axes)

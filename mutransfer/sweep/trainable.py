@@ -34,6 +34,7 @@ class TrialUnit:
     trial_id: str = ""  # "": a group (each of its trials' ids follows from its LR)
     search: str = "grid"  # the sweep's search kind, stored with each trial
     axes: dict[str, str] | None = None  # column types of the sweep's extra axes
+    horizon: dict[str, Any] | None = None  # its horizon role (mutransfer/sweep/horizon.py)
 
     @classmethod
     def of(cls, config: dict[str, Any], columns: dict[str, Any], search: str = "grid",
@@ -81,12 +82,29 @@ def run_unit(payload: TrialUnit, store_location: str, sweep: str,
 
     store = Store(store_location)
     tid = payload.trial_id
-    checkpoint = TrialCheckpoint(store, tid, None if save_every_eval else MAX_OVERHEAD)
+    overhead = None if save_every_eval else MAX_OVERHEAD
+    if payload.horizon:
+        from mutransfer.sweep.horizon import HorizonCheckpoint, diverged_in_trunk
+
+        checkpoint: TrialCheckpoint = HorizonCheckpoint(store, tid, payload.config,
+                                                        payload.horizon, overhead)
+    else:
+        checkpoint = TrialCheckpoint(store, tid, overhead)
     stored = store.finished_row(tid)
     if stored is not None:  # e.g. an Optuna proposal equal to a stored trial
         checkpoint.remove()
         return metrics_of(stored, skipped=True)
     attempt = store.start_attempt(tid)
+    if payload.horizon and (copied := diverged_in_trunk(store, tid, payload.horizon)):
+        outcome, points = copied  # diverged in its trunk before its branch point
+        for point in points:
+            attempt.write_step(point)
+        row = {**base_row(payload, sweep, outcome, host=host_name()),
+               **length_columns(payload.config, outcome.get("params")), **provenance(payload),
+               "error": None}
+        written = attempt.finish(row, payload.axes)
+        checkpoint.remove()
+        return metrics_of(row, skipped=not written)
     config = TrialConfig.model_validate(payload.config)
     def report(point: dict[str, Any]) -> None:
         attempt.write_step(point)
@@ -100,7 +118,9 @@ def run_unit(payload: TrialUnit, store_location: str, sweep: str,
         row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
         store.write_failure(row, payload.axes)
         return {**metrics_of(row), "error": row["error"]}
-    row = trial_row(payload, result, sweep)
+    from mutransfer.sweep.horizon import row_columns
+
+    row = {**trial_row(payload, result, sweep), **row_columns(checkpoint)}
     written = attempt.finish(row, payload.axes)
     checkpoint.remove()  # stored now (by this attempt or another): nothing left to resume
     return metrics_of(row, skipped=not written, resumed_from=result.resumed_from)
@@ -134,9 +154,23 @@ def trial_row(payload: TrialUnit, result: Any, sweep: str) -> dict[str, Any]:
         "steps_above_bound": result.steps_above_bound,
         "steps_done": result.steps_done, "tokens": result.tokens,
         "wall_time_s": result.wall_time_s, "tokens_per_s": result.tokens_per_s,
+        **{f"tau_{role}": tau for role, tau in getattr(result, "tau", {}).items()},
     }
-    return {**base_row(payload, sweep, outcome, host=host_name()), **provenance(payload),
+    return {**base_row(payload, sweep, outcome, host=host_name()),
+            **length_columns(payload.config, getattr(result, "params", None)),
+            **provenance(payload),
             "error": None}
+
+
+def length_columns(config: dict[str, Any], params: int | None) -> dict[str, Any]:
+    """`planned_tokens` (steps x batch x seq_len of the run as configured, diverged or not),
+    `params` and `tokens_per_param`."""
+    from mutransfer.config import TrainConfig
+
+    t = TrainConfig.model_validate(config.get("train") or {})
+    planned = t.total_steps * t.batch_size * t.seq_len
+    return {"planned_tokens": planned, "params": params,
+            "tokens_per_param": planned / params if params else None}
 
 
 def provenance(payload: TrialUnit) -> dict[str, Any]:

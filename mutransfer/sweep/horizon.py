@@ -1,0 +1,337 @@
+"""Horizon branching: the cells of a sweep that differ only in their length share one run.
+
+With `train.schedule: wsd` the LR is the same, step for step, for every length up to that
+length's cooldown start, so a run of length L and a run of length L' > L take bit-identical
+steps up to L's cooldown. A *horizon family* is the set of grid cells whose resolved configs
+are equal once `train.steps` and `train.tokens` are left out (same width, LR, seed and every
+other field), with schedule wsd and `train.branch` not false. The sweep runs:
+
+- phase 1: every cell outside a family, and each family's *trunk* (its longest cell not yet
+  stored). The trunk saves a *branch point* (its full loop state: model, optimizer, RNG,
+  step, history, divergence monitor, the unfinished eval window; the LR schedule and the data
+  stream are functions of the step) at the cooldown start of each other pending cell of its
+  family, into `checkpoints/branch/<that cell's trial id>.pt`, and its own state at its own
+  cooldown start into `checkpoints/horizon/<family id>.pt` (the family's *stable end*);
+- phase 2: the other cells of the family. Each starts from its own checkpoint (a resumed
+  attempt), else its branch point, else the family's stable end when that lies at or before
+  its cooldown start, else from step 0 (a rerun), and trains only its cooldown.
+
+Every cell is a normal trial (its id is the id it would have unbranched: `train.branch` is not
+part of trial ids), with every steps row a separate run would have, and `branched_from` (the
+trial whose run saved the state it started from) and `branch_step` in its row. A branch point
+is removed once its cell is stored; the family's stable end is kept, so that a longer length
+added later continues from it. Divergence of the trunk at step d marks each cell whose branch
+point it had not reached (cooldown start >= d) as diverged at d, with the trunk's steps rows up
+to d: exactly what a separate run would give (same steps, same divergence rule), without
+training it. Other searches than grid (optuna, transfer) run every length separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from mutransfer.results.checkpoints import MAX_OVERHEAD, TrialCheckpoint
+from mutransfer.results.fs import join
+from mutransfer.results.store import Store, StoreState, _delete_quietly, _write_atomic
+from mutransfer.sweep.grid import Cell, Plan
+from mutransfer.sweep.identity import hash_config
+
+
+def family_id(config: dict[str, Any]) -> str:
+    """The id of a cell's horizon family: its config without the run's length."""
+    train = {k: v for k, v in config.get("train", {}).items()
+             if k not in ("steps", "tokens", "branch")}
+    return hash_config({**config, "train": train})
+
+
+def length_of(config: dict[str, Any]) -> tuple[int, int]:
+    """(total steps, cooldown start) of a resolved config."""
+    from mutransfer.config import TrainConfig
+
+    t = TrainConfig.model_validate(config["train"])
+    return t.total_steps, t.cooldown_start
+
+
+@dataclass
+class Family:
+    """The cells of one horizon family, longest first."""
+
+    family_id: str
+    cells: list[Cell] = field(default_factory=list)
+
+
+def families(plan: Plan) -> list[Family]:
+    """The horizon families of a grid plan (two cells or more each)."""
+    if plan.adaptive or plan.transfer:
+        return []
+    by_id: dict[str, Family] = {}
+    for cell in plan.cells:
+        train = cell.config["train"]
+        if train.get("schedule") != "wsd" or train.get("branch") is False:
+            continue
+        fid = family_id(cell.config)
+        by_id.setdefault(fid, Family(fid)).cells.append(cell)
+    out = [f for f in by_id.values() if len(f.cells) > 1]
+    for f in out:
+        f.cells.sort(key=lambda c: -length_of(c.config)[0])
+    return out
+
+
+def roles(plan: Plan, pending: set[str]) -> dict[str, dict[str, Any]]:
+    """trial id -> the horizon role of each pending family cell: the trunk (phase 1, with the
+    steps at which it saves branch points) or a branch (phase 2)."""
+    out: dict[str, dict[str, Any]] = {}
+    for fam in families(plan):
+        todo = [c for c in fam.cells if c.trial_id in pending]
+        if not todo:
+            continue
+        trunk, rest = todo[0], todo[1:]
+        points = {c.trial_id: length_of(c.config)[1] for c in rest}
+        out[trunk.trial_id] = {"role": "trunk", "family": fam.family_id,
+                               "start": length_of(trunk.config)[1], "points": points}
+        for c in rest:
+            out[c.trial_id] = {"role": "branch", "family": fam.family_id,
+                               "trunk": trunk.trial_id, "start": points[c.trial_id]}
+    return out
+
+
+# -- where states are kept ---------------------------------------------------------------------
+def point_path(store: Store, trial_id: str) -> str:
+    """The branch point a cell starts its cooldown from."""
+    return join(store.root, "checkpoints", "branch", f"{trial_id}.pt")
+
+
+def stable_end_path(store: Store, family: str) -> str:
+    """The family's latest stable-phase state (its longest run's cooldown start)."""
+    return join(store.root, "checkpoints", "horizon", f"{family}.pt")
+
+
+def _exists(store: Store, path: str) -> bool:
+    return store.fs.get_file_info(path).type == pafs.FileType.File
+
+
+def _load(store: Store, path: str) -> dict[str, Any] | None:
+    import torch
+
+    if not _exists(store, path):
+        return None
+    try:
+        with store.fs.open_input_file(path) as f:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception:  # unreadable: as if absent (the cell then starts elsewhere)
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _save(store: Store, path: str, state: dict[str, Any]) -> None:
+    import torch
+
+    _write_atomic(store.fs, path, lambda out: torch.save(state, out))
+
+
+class HorizonCheckpoint(TrialCheckpoint):
+    """A family cell's checkpointer: its own mid-trial checkpoint as for any trial, plus the
+    states it may start from (see the module docstring) and, for a trunk, the branch points
+    it saves (`branch_steps`, `save_branch`, which the trainer calls)."""
+
+    def __init__(self, store: Store, trial_id: str, config: dict[str, Any],
+                 role: dict[str, Any], max_overhead: float | None = MAX_OVERHEAD):
+        super().__init__(store, trial_id, max_overhead)
+        from mutransfer.config import TrialConfig
+
+        self.role = role
+        self.config_text = TrialConfig.model_validate(config).model_dump_json()
+        self.origin: dict[str, Any] | None = None  # {"from": trial id, "step": n}
+        points = role.get("points", {}) if role.get("role") == "trunk" else {}
+        self.points: dict[int, list[str]] = {}
+        for tid, step in points.items():
+            self.points.setdefault(int(step), []).append(tid)
+        self.branch_steps = set(self.points) | (
+            {int(role["start"])} if role.get("role") == "trunk" else set())
+
+    def load(self) -> dict[str, Any] | None:
+        own = super().load()
+        if own is not None:
+            self.origin = own.get("horizon")
+            return own
+        for path in (point_path(self.store, self.trial_id),
+                     stable_end_path(self.store, self.role["family"])):
+            state = _load(self.store, path)
+            if state is not None and int(state.get("step", -1)) <= int(self.role["start"]):
+                return self._adopt(state)
+        return None
+
+    def _adopt(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A state another run of the family saved, as this cell's: its config text, and
+        the wall time this cell's row reports counting from here."""
+        self.origin = dict(state.get("horizon") or {})
+        return {**state, "config": self.config_text, "wall_s": 0.0}
+
+    def save(self, state: dict[str, Any]) -> bool:
+        if self.origin is not None:
+            state = {**state, "horizon": self.origin}
+        return super().save(state)
+
+    def save_branch(self, step: int, state: dict[str, Any]) -> None:
+        """Called by the trainer right after `step` (a step of `branch_steps`)."""
+        mark = {**state, "horizon": {"from": self.trial_id, "step": step}}
+        for tid in self.points.get(step, []):
+            if not _exists(self.store, point_path(self.store, tid)):
+                _save(self.store, point_path(self.store, tid), mark)
+        if step == int(self.role["start"]):
+            path = stable_end_path(self.store, self.role["family"])
+            old = _load(self.store, path)
+            if old is None or int(old.get("step", -1)) < step:
+                _save(self.store, path, mark)
+
+    def columns(self) -> dict[str, Any]:
+        """`branched_from` and `branch_step` of this cell's row."""
+        if not self.origin:
+            return {"branched_from": None, "branch_step": None}
+        return {"branched_from": self.origin.get("from"), "branch_step": self.origin.get("step")}
+
+    def remove(self) -> None:
+        super().remove()
+        _delete_quietly(self.store.fs, point_path(self.store, self.trial_id))
+
+
+def diverged_in_trunk(store: Store, trial_id: str, role: dict[str, Any]
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """A branch whose trunk diverged at d <= its cooldown start, with no state to start
+    from: (the outcome columns of its row, its steps rows), copied from the trunk's; else
+    None (it trains)."""
+    if role.get("role") != "branch" or _exists(store, point_path(store, trial_id)):
+        return None
+    trunk = store.finished_row(role["trunk"])
+    if trunk is None or trunk.get("status") != "diverged":
+        return None
+    d = trunk.get("diverge_step")
+    if d is None or int(d) > int(role["start"]):
+        return None
+    steps = store.read_part(store.step_part(role["trunk"], str(trunk["attempt"])))
+    points = [{k: _plain(v) for k, v in r.items() if k not in ("trial_id", "attempt")}
+              for r in steps.sort_values("step").to_dict("records")]
+    keys = ("status", "diverged", "diverge_step", "final_eval_loss", "best_eval_loss",
+            "last_finite_loss", "initial_loss", "steps_done", "tokens", "tokens_per_s",
+            "params", *[k for k in trunk if str(k).startswith("tau_")])
+    outcome = {k: _plain(trunk.get(k)) for k in keys}
+    outcome.update(wall_time_s=0.0, branched_from=role["trunk"], branch_step=int(d))
+    return outcome, points
+
+
+def _plain(value: Any) -> Any:
+    """numpy / pandas scalars as Python values (NA as None)."""
+    try:
+        import pandas as pd
+
+        if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value.item() if hasattr(value, "item") else value
+
+
+# -- running in two phases ---------------------------------------------------------------------
+def attach(plan: Plan, work: Any) -> None:
+    """Give `work` (runner.Work) the horizon roles of its pending cells."""
+    work.horizon = roles(plan, {c.trial_id for c in work.cells})
+
+
+def phases(work: Any) -> list[list[Cell]]:
+    """The cells of phase 1 (all but the branches) and phase 2 (the branches); one phase
+    when there is nothing to branch."""
+    branch = {t for t, r in work.horizon.items() if r["role"] == "branch"}
+    first = [c for c in work.cells if c.trial_id not in branch]
+    second = [c for c in work.cells if c.trial_id in branch]
+    return [first, second] if second else [first]
+
+
+def run_phases(plan: Plan, store: Store, work: Any, options: Any,
+               execute: Callable[..., Any]) -> Any:
+    """`execute` (runner.execute) once per phase; the outcomes summed. A stopped phase 1
+    (Ctrl-C) skips phase 2: its cells count as unfinished, and a re-run resumes."""
+    from dataclasses import replace
+
+    if work.search is not None or plan.adaptive:
+        return execute(plan, store, work, options)
+    attach(plan, work)
+    parts = phases(work)
+    if len(parts) == 1:
+        return execute(plan, store, work, options)
+    total = None
+    for cells in parts:
+        outcome = execute(plan, store, replace(work, cells=cells), options)
+        if total is None:
+            total = replace(outcome, to_run=work.n_trials)
+        else:
+            total.complete += outcome.complete
+            total.diverged += outcome.diverged
+            total.failed += outcome.failed
+            total.elapsed_s += outcome.elapsed_s
+        if outcome.unfinished:
+            break
+    return total
+
+
+def describe(plan: Plan, state: StoreState, store: Store | None) -> list[str]:
+    """--dry-run lines: for each family with cells to run, where each starts from."""
+    lines = []
+    pending = {c.trial_id for c in plan.cells if c.trial_id not in state.complete}
+    role_of = roles(plan, pending)
+    fams = families(plan)
+    if fams:
+        full = sum(_tokens(c) for f in fams for c in f.cells)
+        shared = sum(_tokens(f.cells[0]) + sum(_tokens(c, cooldown_only=True)
+                                               for c in f.cells[1:]) for f in fams)
+        lines.append(f"horizon branching: {len(fams)} families of lengths; the whole plan "
+                     f"trains {shared:,} tokens branched instead of {full:,} separately "
+                     f"({shared / full:.3f}x)")
+    for fam in fams:
+        todo = [c for c in fam.cells if c.trial_id in pending]
+        if not todo:
+            continue
+        head = todo[0].columns
+        lines.append(f"horizon family {fam.family_id[:8]} (width {head.get('width')}, lr "
+                     f"{head.get('lr')}, seed {head.get('seed')}): "
+                     f"{len(fam.cells) - len(todo)} of {len(fam.cells)} lengths stored")
+        end = _load(store, stable_end_path(store, fam.family_id)) if store else None
+        end_step = int(end["step"]) if end is not None else None
+        trunk_start = 0
+        for c in todo:
+            role = role_of[c.trial_id]
+            steps, start = length_of(c.config)
+            own = store is not None and TrialCheckpoint(store, c.trial_id).exists()
+            if own:
+                how = "resumes its own checkpoint"
+            elif store is not None and _exists(store, point_path(store, c.trial_id)):
+                how = f"branches from the stored branch point at step {start}"
+            elif end_step is not None and end_step <= start:
+                how = f"continues the family's saved state at step {end_step}"
+            elif role["role"] == "branch" and trunk_start <= start:
+                how = f"branches from the trunk at step {start} (this run)"
+            else:
+                how = "reruns from step 0 (no saved state at or before its cooldown start)"
+            if role["role"] == "trunk":
+                trunk_start = end_step if (end_step is not None and end_step <= start) else 0
+                how = f"trunk, {how}" if own or trunk_start else "trunk, from step 0"
+            lines.append(f"  {steps} steps (cooldown from step {start}): {how}")
+    return lines
+
+
+def _tokens(cell: Cell, cooldown_only: bool = False) -> int:
+    """Tokens a cell trains: all its steps, or only its cooldown (a branch)."""
+    steps, start = length_of(cell.config)
+    train = cell.config["train"]
+    return (steps - start if cooldown_only else steps) * train["batch_size"] * train["seq_len"]
+
+
+def row_columns(checkpoint: Any) -> dict[str, Any]:
+    """`branched_from` / `branch_step` for any trial's row (null unless it branched)."""
+    if isinstance(checkpoint, HorizonCheckpoint):
+        return checkpoint.columns()
+    return {"branched_from": None, "branch_step": None}
+
