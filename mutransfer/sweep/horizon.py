@@ -35,8 +35,8 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from mutransfer.results.checkpoints import MAX_OVERHEAD, TrialCheckpoint
-from mutransfer.results.fs import join
-from mutransfer.results.store import Store, StoreState, _delete_quietly, _write_atomic
+from mutransfer.results.fs import delete_quietly, join, write_atomic
+from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.grid import Cell, Plan
 from mutransfer.sweep.identity import hash_config
 
@@ -130,7 +130,7 @@ def _load(store: Store, path: str) -> dict[str, Any] | None:
 def _save(store: Store, path: str, state: dict[str, Any]) -> None:
     import torch
 
-    _write_atomic(store.fs, path, lambda out: torch.save(state, out))
+    write_atomic(store.fs, path, lambda out: torch.save(state, out))
 
 
 class HorizonCheckpoint(TrialCheckpoint):
@@ -196,7 +196,7 @@ class HorizonCheckpoint(TrialCheckpoint):
 
     def remove(self) -> None:
         super().remove()
-        _delete_quietly(self.store.fs, point_path(self.store, self.trial_id))
+        delete_quietly(self.store.fs, point_path(self.store, self.trial_id))
 
 
 def diverged_in_trunk(store: Store, trial_id: str, role: dict[str, Any]
