@@ -15,6 +15,9 @@ from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
 class ModelConfig(StrictModel):
     arch: Literal["mamba", "s4d"] = "mamba"
     n_layer: int = Field(2, ge=1)
+    base_n_layer: int | None = Field(None, ge=1, description=(
+        "n_layer at the base shape, L_base of the depth parameterization (param.depth); "
+        "default n_layer"))
     d_state: int = Field(16, ge=1)
     base_d_state: int | None = Field(None, ge=1)  # d_state at the base shape; default d_state
     expand: int = Field(2, ge=1)

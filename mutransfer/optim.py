@@ -8,10 +8,14 @@ import torch
 
 from mutransfer.configbase import cooldown_steps
 from mutransfer.param.apply import param_groups
+from mutransfer.param.depth import depth_rule
 
 
 def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
     """Adam, AdamW or SGD (with momentum) over the groups of `param_groups(model, cfg)`.
+
+    Adam's ε is train.eps times the depth parameterization's factor (mutransfer/param/depth.py;
+    exactly train.eps without one).
 
     Adam and AdamW use torch's fused kernels when every parameter is on CUDA (one launch
     per step instead of several per parameter group; the same update up to rounding).
@@ -23,10 +27,11 @@ def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
     if t.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)
     fused = all_on_cuda(model)
+    eps = t.eps * depth_rule(cfg).eps_scale
     if t.optimizer == "adam":
         # Adam's weight decay is L2 in the gradient; kept for completeness, default 0
-        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
+        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=eps, fused=fused)
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=eps, fused=fused)
 
 
 def all_on_cuda(model: torch.nn.Module) -> bool:

@@ -17,13 +17,21 @@ from mutransfer.models.trace import record
 
 
 class Block(nn.Module):
+    """x + branch_mult · mixer(norm(x)): one residual branch (Mamba's block has no MLP).
+
+    `branch_mult` is set by a depth parameterization (mutransfer/param/depth.py): (L/L_base)^-α;
+    1 without one, and then the branch is added as is.
+    """
+
     def __init__(self, d_model: int, mixer: nn.Module) -> None:
         super().__init__()
         self.norm = RMSNorm(d_model)
         self.mixer = mixer
+        self.branch_mult = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.mixer(self.norm(x))
+        y = self.mixer(self.norm(x))
+        return x + (y * self.branch_mult if self.branch_mult != 1.0 else y)
 
 
 class SequenceModel(nn.Module):

@@ -55,6 +55,7 @@ class MambaMixer(nn.Module):
         # out_proj rescaled by 1/√n_layer (the reference's rescale_prenorm_residual)
         self.out_proj = ScaledLinear(self.d_inner, d_model, role="hidden", base_in=base_inner,
                                      gain=1.0 / math.sqrt(n_layer))
+        self.out_proj.depth_init_exp = -0.5  # a depth parameterization keeps it at L_base
         A = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(self.d_inner, 1)
         self.A_log = nn.Parameter(torch.log(A))  # S4D-real
         self.D = nn.Parameter(torch.ones(self.d_inner))

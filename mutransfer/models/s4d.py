@@ -158,6 +158,7 @@ class S4DMixer(nn.Module):
             # 1/√n_layer as Mamba's out_proj (the reference's rescale_prenorm_residual)
             self.out_proj = ScaledLinear(d_model, d_model, role="hidden", base_in=base_d_model,
                                          gain=1.0 / math.sqrt(n_layer))
+            self.out_proj.depth_init_exp = -0.5  # a depth parameterization: as at L_base
         else:
             raise ValueError(f"unknown S4D output {output!r}")
 

@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from mutransfer.errors import UserError
 from mutransfer.param.config import ROLES
+from mutransfer.param.depth import block_parameters, depth_rule, set_branch_multipliers
 from mutransfer.param.rescalable import RescalableWeight
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
 
@@ -47,7 +48,8 @@ def _check_vector_rule(rule: RoleRule) -> None:
 
 
 def apply_parameterization(model: nn.Module, cfg) -> None:
-    """Rescale role-governed weights and set forward multipliers for `cfg.param` at `cfg.width`.
+    """Rescale role-governed weights and set forward multipliers for `cfg.param` at `cfg.width`
+    and, with a depth parameterization (`cfg.param.depth`), at `cfg.model.n_layer`.
 
     Every module initialises its own parameters (the reference init); this pass only
     multiplies each `RescalableWeight`'s weight to the std its role's rule gives, and fails
@@ -57,6 +59,7 @@ def apply_parameterization(model: nn.Module, cfg) -> None:
     rules = rules_for(cfg.param)
     _check_vector_rule(rules["vector"])
     m, n = multipliers(cfg)
+    depth = depth_rule(cfg)
     assign_roles(model)  # fails early, naming any parameter without a role
     scaled = {name: module for name, module in model.named_modules()
               if isinstance(module, RescalableWeight)}
@@ -64,9 +67,11 @@ def apply_parameterization(model: nn.Module, cfg) -> None:
     with unchanged_outside(model, governed):
         for module in scaled.values():
             rule = rules[module.param_roles["weight"]]
-            module.rescale_init(rule.init_scale(module.width_mult(m), n))
+            module.rescale_init(rule.init_scale(module.width_mult(m), n)
+                                * depth.init_scale(module.depth_init_exp))
             module.mult = rule.forward_mult(m)
     model.readout_mult = rules["readout"].forward_mult(m)
+    set_branch_multipliers(model, depth)
 
 
 @contextmanager
@@ -85,20 +90,29 @@ def param_groups(model: nn.Module, cfg) -> list[dict]:
     """Optimizer param groups: one per (role, LR scale, weight decay), LRs already scaled.
 
     Each group also holds `lr_scale` (its LR over the base LR) and `role`, so that LR
-    schedules can multiply the base schedule and reports can name the group.
+    schedules can multiply the base schedule and reports can name the group. With an active
+    depth parameterization a role's in-block parameters (param/depth.py) form their own group
+    (`depth_scale`: their depth factor on the LR); the weight decay follows the width rule.
     """
     rules = rules_for(cfg.param)
     m, n = multipliers(cfg)
     family = optimizer_family(cfg.train.optimizer)
+    depth = depth_rule(cfg)
+    in_blocks = block_parameters(model) if depth.active else set()
     base_lr, base_wd = cfg.train.lr, cfg.train.weight_decay
     params = dict(model.named_parameters())
-    groups: dict[str, dict] = {}
+    groups: dict[tuple[str, float], dict] = {}
     for name, role in assign_roles(model).items():
         rule = rules[role]
-        scale = rule.lr_scale(family, m, n)
+        width_scale = rule.lr_scale(family, m, n)
+        depth_scale = depth.lr_scale(family) if name in in_blocks else 1.0
+        scale = width_scale * depth_scale
+        # weight decay follows the width rule only (LR·wd constant in width, as MuAdamW);
+        # CompleteP's reference puts no depth factor on it
         wd = rule.weight_decay(base_wd, family, m, n)
-        group = groups.setdefault(role, {"params": [], "lr": base_lr * scale, "lr_scale": scale,
-                                         "weight_decay": wd, "role": role, "names": []})
+        group = groups.setdefault((role, depth_scale), {
+            "params": [], "lr": base_lr * scale, "lr_scale": scale, "weight_decay": wd,
+            "role": role, "names": [], **({"depth_scale": depth_scale} if in_blocks else {})})
         group["params"].append(params[name])
         group["names"].append(name)
     return list(groups.values())

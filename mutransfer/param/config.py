@@ -12,6 +12,8 @@ Role = Literal["embedding", "hidden", "vector", "ssm_B", "ssm_C", "readout"]
 ROLES: tuple[str, ...] = get_args(Role)
 ParamName = Literal["sp", "mup", "spectral", "mup_ssm"]
 PARAMETERIZATIONS: tuple[str, ...] = get_args(ParamName)
+DepthName = Literal["none", "depth_mup", "completep"]
+DEPTHS: tuple[str, ...] = get_args(DepthName)
 
 
 class RoleOverride(StrictModel):
@@ -32,3 +34,8 @@ class RoleOverride(StrictModel):
 class ParamConfig(StrictModel):
     name: ParamName = "sp"
     overrides: dict[Role, RoleOverride] = {}
+    depth: DepthName = Field("none", description=(
+        "depth parameterization (mutransfer/param/depth.py): none (today's model at every "
+        "depth), depth_mup (each residual branch x (L/L_base)^-1/2) or completep (x "
+        "(L/L_base)^-1), with their LR, init and Adam eps rules; L_base is "
+        "model.base_n_layer"))

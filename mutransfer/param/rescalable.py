@@ -15,12 +15,15 @@ class RescalableWeight:
 
     `init_scale` is the weight's std over the reference std at the base shape (the module
     starts it at its own reference init); `width_mult(m)` is the width ratio its init rule
-    follows. Nothing else of the module is touched: every other parameter keeps the init its
-    module gave it (mutransfer/param/apply.py checks that).
+    follows; `depth_init_exp` the power of n_layer in its reference init, which a depth
+    parameterization takes back to its value at the base depth. Nothing else of the module is
+    touched: every other parameter keeps the init its module gave it (mutransfer/param/apply.py
+    checks that).
     """
 
     weight: nn.Parameter
     init_scale: float = 1.0
+    depth_init_exp: float = 0.0  # its reference init ∝ n_layer^this (param/depth.py undoes it)
 
     def width_mult(self, m: float) -> float:
         return m
