@@ -13,7 +13,7 @@ from mutransfer.sweep.progress import fmt_value
 from mutransfer.sweep.transfer import Family, TransferSearch, WidthPlan, fmt_log2
 
 if TYPE_CHECKING:
-    from mutransfer.sweep.runner import Work
+    from mutransfer.sweep.search.base import Work
 
 
 def cell_listing(plan: Plan, state: StoreState) -> str:

@@ -112,9 +112,11 @@ class Search(StrictModel):
 
     @property
     def adaptive(self) -> bool:
-        """Trials at sampled LRs per group, not cells of the grid (a transfer search runs a
-        subset of the grid's cells)."""
-        return self.kind == "optuna"
+        """Trials at sampled LRs per group, not cells of the grid (the strategy of the kind
+        says: mutransfer/sweep/search/)."""
+        from mutransfer.sweep.search import REGISTRY
+
+        return REGISTRY[self.kind].adaptive
 
     @model_validator(mode="after")
     def _options_of_kind(self) -> Search:

@@ -1,0 +1,39 @@
+"""Grid search: every cell of the grid, the widest first (Tune's grid search over trial ids)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mutransfer.sweep.grid import Plan
+from mutransfer.sweep.search.base import Oracle, SearchStrategy, TuneSetup, Work
+
+if TYPE_CHECKING:
+    from mutransfer.results.store import StoreState
+    from mutransfer.sweep.progress import Progress
+
+
+class GridSearch(SearchStrategy):
+    kind = "grid"
+
+    def bounds(self, plan: Plan) -> tuple[int, int]:
+        return len(plan.cells), len(plan.cells)
+
+    def plan_work(self, plan: Plan, state: StoreState) -> Work:
+        return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete])
+
+    def offline(self, plan: Plan, work: Work, oracle: Oracle) -> list[dict[str, Any]]:
+        return [oracle(c) for c in work.cells]
+
+    def tune_setup(self, plan: Plan, work: Work, progress: Progress | None) -> TuneSetup:
+        from ray import tune
+
+        return TuneSetup(param_space={"trial_id": tune.grid_search(
+            [c.trial_id for c in work.cells])})
+
+    def summary(self, plan: Plan, work: Work) -> str:
+        return f"{len(plan.cells)} cells"
+
+    def listing(self, plan: Plan, work: Work, state: StoreState) -> str:
+        from mutransfer.sweep.listing import cell_listing
+
+        return cell_listing(plan, state)
