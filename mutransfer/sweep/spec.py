@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mutransfer.analysis_defaults import FIT_POINTS
+from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
@@ -99,12 +99,13 @@ class Search(StrictModel):
     window: int = Field(3, ge=1, description=(
         "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
         "(more where the prediction's standard error spans more of the grid)"))
-    margin: int = Field((FIT_POINTS - 1) // 2, ge=1, description=(
-        "transfer: trained LRs that must be run on each side of the best one before a width "
-        "is settled (the window widens one grid step at a time until they are); above it a "
-        "diverged LR closes the side, and the grid's end closes either. 2 gives the analysis "
-        "the five LRs its quadratic fit takes around the optimum on a grid, so lr* comes out "
-        "as the grid's; 1 costs less and fits a parabola through three"))
+    settle_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+        "transfer: a width is settled once every grid LR less than this many octaves from "
+        "its best LR and from the fitted optimum has run (the window widens one grid step at "
+        "a time until they have; above the optimum an LR where every seed diverged closes "
+        "the side). The default is the analysis's fit window, so the fit sees the grid's "
+        "points on any LR spacing and lr* comes out as the grid's; less costs less and "
+        "leaves the fit's outer points out"))
     probe_stability: bool = Field(False, description=(
         "transfer: at each settled width, also run upward from the best LR, one grid step at "
         "a time, until an LR diverges or the grid ends, so the analysis locates the stability "
@@ -118,6 +119,16 @@ class Search(StrictModel):
 
         return REGISTRY[self.kind].adaptive
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_margin(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "margin" in data:
+            raise PydanticCustomError(
+                "search_option", "margin was removed: the transfer search now settles by the "
+                "analysis's fit window in octaves (settle_octaves, default {w}); delete margin",
+                {"w": FIT_WINDOW})
+        return data
+
     @model_validator(mode="after")
     def _options_of_kind(self) -> Search:
         for name in sorted(self.model_fields_set - {"kind"}):
@@ -130,7 +141,7 @@ class Search(StrictModel):
 
 # which kind each option of `search:` belongs to (written for another kind, it is an error)
 SEARCH_OPTIONS = {"optuna": ("trials_per_width", "max_concurrent", "seed"),
-                  "transfer": ("full_widths", "window", "margin", "probe_stability")}
+                  "transfer": ("full_widths", "window", "settle_octaves", "probe_stability")}
 
 
 class SweepSpec(StrictModel):
