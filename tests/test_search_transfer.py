@@ -412,3 +412,31 @@ def test_the_old_count_rule_missed_the_fit_window_on_a_third_octave_grid():
     assert max(lrs) - min(lrs) > 2 * (FIT_WINDOW - 1 / 3) - 1e-9
     window = [x for x in np.arange(-13.0, -2.0, 1 / 3) if abs(x - opt) < FIT_WINDOW]
     assert {round(x, 6) for x in window} <= {round(x, 6) for x in lrs}
+
+
+def test_an_lr_where_one_seed_diverged_is_left_out_of_the_fit_as_the_analysis_does():
+    # at sp width 64 one of the two seeds diverges at the LR just above the optimum: the
+    # analysis fits without that LR (a partially diverged LR is never fitted), so the search's
+    # lr* must too (counting it as trained by its other seed moved lr*)
+    from mutransfer.analysis.fit import fit_optimum
+
+    base = Asymmetric(noise=0.0)
+
+    class OneSeed(Asymmetric):
+        def __call__(self, cell):
+            c = cell.columns
+            if c["parameterization"] == "sp" and c["width"] == 64 and c["seed"] == 1 and \
+                    math.log2(c["lr"]) == -6.5:
+                return Outcome(True)
+            return base(cell)
+
+    truth = OneSeed()
+    grid = cells(widths=[32, 64])
+    search, _, by_id = run_search(Search(kind="transfer"), truth, grid)
+    x = LOG2_GRID
+    curve = np.array([np.mean([base(by_id[t]).loss for t in fam.cell_ids(64, i)])
+                      for fam in families_of(grid) if fam.label == "sp"
+                      for i in range(len(x))])
+    curve[list(x).index(-6.5)] = np.nan
+    expected = float(fit_optimum(x, curve[None, :]).log2_lr[0])
+    assert search_optima(search)[("sp", 64)] == pytest.approx(expected, abs=1e-9)
