@@ -6,8 +6,9 @@ defaults), and the transfer search with `probe_stability` (unless --no-probe). T
 side by side (with the transfer search at `--also` settings, default settle_octaves 1.5,
 replayed on the grid's results): trials, trial-tokens, trial-seconds, wall time, lr* per
 (family, width), the drift with its interval and the stability boundary, all from
-`mutransfer.analysis.analyze` on each storage, and the differences against the grid, with the issue's targets (<= 40% of the grid's
-trial-tokens, every lr* within 0.25 octave of the grid's, drift inside the grid's interval).
+`mutransfer.analysis.analyze` on each storage, and the differences against the grid, with the
+issue's targets (<= 40% of the grid's trial-tokens, every lr* within 0.25 octave of the
+grid's, drift inside the grid's interval).
 
     python benchmarks/search_cost.py                       # quickstart and search_cpu
     python benchmarks/search_cost.py --quick               # the quickstart only
