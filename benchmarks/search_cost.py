@@ -373,6 +373,8 @@ def replay_table(store: Path) -> pd.DataFrame:
     from search_replay import replay
 
     grid = replay(store, "grid", {"kind": "grid"})
+    widths = sorted({int(r["width"]) for r in grid.rows})
+    print(f"widths complete in the grid store: {widths}")
     ref = grid.analysis.lr_opt.set_index(grid.analysis.group_cols)
     dref = grid.analysis.drift.set_index(grid.analysis.family_cols)
     g_rows = pd.DataFrame(grid.rows)

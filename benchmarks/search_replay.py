@@ -117,6 +117,10 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     doc = {**{k: v for k, v in doc.items() if k not in ("search", "storage")}, "search": search}
     plan = build_plan(validate(SweepSpec, doc))
     rows = {str(r["trial_id"]): r for r in trials.to_dict("records")}
+    widths = complete_widths(plan.cells, rows)
+    if widths != sorted({c.width for c in plan.cells}):  # a grid still running: its widths
+        doc["axes"] = {**doc["axes"], "width": widths}   # that are complete, as a sweep
+        plan = build_plan(validate(SweepSpec, doc))
     strategy = strategy_for(plan.spec.search.kind)
     work = strategy.plan_work(plan, StoreState())
     sim = StopSim(plan.cells, Curves(tables), stop) if stop is not None else None
@@ -134,6 +138,14 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     if analysis:
         out.trials, out.analysis, out.note = analysed(ran, tables, grid_store)
     return out
+
+
+def complete_widths(cells: list[Cell], rows: dict[str, Any]) -> list[int]:
+    """The widths at which the store holds every cell (a grid runs the widest first)."""
+    by_width: dict[int, bool] = {}
+    for c in cells:
+        by_width[c.width] = by_width.get(c.width, True) and c.trial_id in rows
+    return sorted(w for w, ok in by_width.items() if ok)
 
 
 def analysed(ran: list[dict[str, Any]], tables: Tables, store: Path):
