@@ -32,6 +32,9 @@ def write(tmp_path: Path, search: dict, axes: dict | None = None) -> Path:
     ({"kind": "transfer", "trials_per_width": 5}, "trials_per_width is an option of kind optuna"),
     ({"kind": "transfer", "window": 0}, "search.window"),
     ({"kind": "transfer", "settle_octaves": 0}, "search.settle_octaves"),
+    ({"kind": "optuna", "stop": {}}, "stop is an option of kind grid or transfer, not optuna"),
+    ({"kind": "grid", "stop": {"protect_octaves": -1}}, "search.stop.protect_octaves"),
+    ({"kind": "transfer", "stop": {"safety": ".nan"}}, "search.stop.safety"),
     ({"kind": "transfer", "settle_octaves": ".inf"}, "search.settle_octaves"),
     # a file written for the old count-of-LRs rule: told what replaced it
     ({"kind": "transfer", "margin": 2}, "margin was removed: the transfer search now settles "

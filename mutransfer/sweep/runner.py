@@ -59,7 +59,9 @@ def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
 
     axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
     kind = plan.spec.search.kind
-    units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes)
+    stops = strategy_for(kind).stop_contexts(plan)
+    units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes,
+                                   stops.get(c.trial_id))
              for c in work.cells}
     for g in work.groups:
         units[g.group_id] = TrialUnit(g.config, g.columns, "", kind, axes)

@@ -82,6 +82,15 @@ class SearchStrategy:
         """The searcher, parameter space and scheduler Tune runs `work` with."""
         raise NotImplementedError
 
+    def stop_contexts(self, plan: Plan) -> dict[str, Any]:
+        """Per trial id, what its worker needs to stop it early (`search.stop`; none: {})."""
+        stop = plan.spec.search.stop
+        if stop is None:
+            return {}
+        from mutransfer.sweep.search.stopping import stop_contexts
+
+        return stop_contexts(plan.cells, stop.protect_octaves, stop.safety)
+
     # -- telling -------------------------------------------------------------------------------
     def summary(self, plan: Plan, work: Work) -> str:
         """The run's and `validate`'s description of what it runs (no store location)."""

@@ -66,3 +66,80 @@ def should_stop(log2_lr: float, loss: float, peers_log2_lr: np.ndarray, peers_lo
     if loss <= best_y or abs(log2_lr - best_x) < options.protect_octaves:
         return False
     return loss - best_y > options.safety * allowance
+
+
+# -- live: what a trial needs on its worker, and the decision read from the store -------------
+
+@dataclass(frozen=True)
+class StopContext:
+    """A trial's place in its family: its LR, the trials of its width and seed (its peers) and
+    those of the family's other widths, by trial id with their log2 LR."""
+
+    log2_lr: float
+    final_step: int
+    peers: dict[str, float]
+    others: dict[str, tuple[int, str, float]]  # id -> (width, seed as JSON, log2 LR)
+    options: StopOptions
+
+
+def stop_contexts(cells: list, protect_octaves: float, safety: float) -> dict[str, StopContext]:
+    """The context of every cell (the grid's families, as the transfer search splits them)."""
+    import json
+    import math
+
+    from mutransfer.sweep.transfer import families_of
+
+    options = StopOptions(protect_octaves, safety)
+    steps = {c.trial_id: int(c.config["train"]["steps"]) for c in cells}
+    out: dict[str, StopContext] = {}
+    for fam in families_of(cells):
+        x = [math.log2(lr) for lr in fam.lrs]
+        where = {tid: (w, json.dumps(s, sort_keys=True), x[i])
+                 for (w, i, s), tid in fam.ids.items()}
+        for tid, (w, s, xi) in where.items():
+            peers = {t: v[2] for t, v in where.items() if v[0] == w and v[1] == s and t != tid}
+            others = {t: v for t, v in where.items() if v[0] != w}
+            out[tid] = StopContext(xi, steps[tid], peers, others, options)
+    return out
+
+
+def read_curves(store, ids: set[str]) -> dict[str, dict[int, float]]:
+    """Eval loss by step of the trials `ids`, from the store's step parts (finished attempts
+    and running ones); the last part read wins a step."""
+    out: dict[str, dict[int, float]] = {}
+    paths = store.list_parts(store.steps_dir) + store.list_parts(store.running_dir)
+    for path in paths:
+        tid = path.rsplit("/", 1)[1][len("part-"):].split("-")[0]
+        if tid not in ids:
+            continue
+        try:
+            df = store.read_part(path)
+        except Exception:  # a part being written or set aside: the next eval point reads it
+            continue
+        curve = out.setdefault(tid, {})
+        for step, loss in zip(df["step"], df["eval_loss"]):
+            if loss is not None and np.isfinite(loss):
+                curve[int(step)] = float(loss)
+    return out
+
+
+def decide(ctx: StopContext, store, step: int, loss: float | None) -> bool:
+    """Stop this trial at `step`, with eval `loss`, given what the store holds now?"""
+    if loss is None or not np.isfinite(loss) or step <= 0 or step >= ctx.final_step:
+        return False
+    curves = read_curves(store, set(ctx.peers) | set(ctx.others))
+    by_ws: dict[tuple[int, str], list[dict[int, float]]] = {}
+    for tid, (w, s, _) in ctx.others.items():
+        c = curves.get(tid)
+        if c and ctx.final_step in c:  # complete: it reached the last eval point
+            by_ws.setdefault((w, s), []).append(c)
+    grid = sorted({k for cs in by_ws.values() for c in cs for k in c})
+    if step not in grid:
+        return False
+    mats = [np.array([[c.get(k, np.nan) for k in grid] for c in cs]) for cs in by_ws.values()]
+    allowance = crossing_allowance(mats)
+    e = grid.index(step)
+    px = [ctx.log2_lr] + [x for t, x in ctx.peers.items() if step in curves.get(t, {})]
+    py = [loss] + [curves[t][step] for t in ctx.peers if step in curves.get(t, {})]
+    return should_stop(ctx.log2_lr, float(loss), np.array(px), np.array(py),
+                       float(allowance[e]) if e < len(allowance) else float("nan"), ctx.options)
