@@ -368,11 +368,12 @@ def replay_variants() -> list[tuple[str, dict, Any]]:
     return out
 
 
-def replay_table(store: Path) -> pd.DataFrame:
-    """One row per variant replayed on the grid store `store` (see replay_variants)."""
+def replay_table(store: Path, seeds: list[int] | None = None) -> pd.DataFrame:
+    """One row per variant replayed on the grid store `store` (see replay_variants), on the
+    trials of `seeds` only when given."""
     from search_replay import replay
 
-    grid = replay(store, "grid", {"kind": "grid"})
+    grid = replay(store, "grid", {"kind": "grid"}, seeds=seeds)
     widths = sorted({int(r["width"]) for r in grid.rows})
     print(f"widths complete in the grid store: {widths}")
     ref = grid.analysis.lr_opt.set_index(grid.analysis.group_cols)
@@ -382,7 +383,7 @@ def replay_table(store: Path) -> pd.DataFrame:
     g_sec = float(pd.to_numeric(g_rows["wall_time_s"]).sum())
     rows = []
     for name, search, stop in [("grid", {"kind": "grid"}, None)] + replay_variants():
-        r = grid if name == "grid" else replay(store, name, search, stop)
+        r = grid if name == "grid" else replay(store, name, search, stop, seeds=seeds)
         df = pd.DataFrame(r.rows)
         row = {"variant": name, "trials": len(df),
                "stopped": int((df["status"] == "stopped").sum()),
@@ -407,11 +408,17 @@ def replay_table(store: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def replay_main(stores: list[Path]) -> int:
+def replay_main(stores: list[Path], split_seeds: bool = False) -> int:
     for store in stores:
-        print(f"\n=== {store} (replayed; trial-seconds indicative, measured under load) ===")
-        print(replay_table(store).to_string(index=False))
-        sys.stdout.flush()
+        sets: list[list[int] | None] = [None]
+        if split_seeds:
+            sets = [[int(s)] for s in sorted(read_tables(store).trials["seed"].unique())]
+        for seeds in sets:
+            which = "" if seeds is None else f", seed {seeds[0]} alone"
+            print(f"\n=== {store}{which} (replayed; trial-seconds indicative, measured under "
+                  f"load) ===")
+            print(replay_table(store, seeds).to_string(index=False))
+            sys.stdout.flush()
     return 0
 
 
@@ -435,9 +442,11 @@ def main(argv: list[str] | None = None) -> int:
                    "results (repeatable; default: '{margin: 1}'; 'none' for none)")
     p.add_argument("--replay-grids", type=Path, nargs="+", default=None, metavar="STORE",
                    help="finished grid stores: replay every variant on each, train nothing")
+    p.add_argument("--split-seeds", action="store_true",
+                   help="with --replay-grids: replay each seed of each store alone")
     args = p.parse_args(argv)
     if args.replay_grids:
-        return replay_main(args.replay_grids)
+        return replay_main(args.replay_grids, args.split_seeds)
     also = [a for a in (args.also or [{"settle_octaves": 1.5}]) if a not in ("none", None)]
     if any(not isinstance(a, dict) for a in also):
         p.error("--also: give a YAML mapping, e.g. '{settle_octaves: 1.5}'")

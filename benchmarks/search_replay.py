@@ -109,12 +109,21 @@ class StopSim:
 
 
 def replay(grid_store: Path, name: str, search: dict[str, Any],
-           stop: StopOptions | None = None, analysis: bool = True) -> Replayed:
-    """The variant `search` (a `search:` mapping), with `stop`, replayed on `grid_store`."""
+           stop: StopOptions | None = None, analysis: bool = True,
+           seeds: list[int] | None = None) -> Replayed:
+    """The variant `search` (a `search:` mapping), with `stop`, replayed on `grid_store`
+    (only the trials of `seeds` when given: a sweep of those seeds)."""
     tables = read_tables(grid_store)
+    if seeds is not None:
+        keep = tables.trials["seed"].isin(seeds)
+        ids = set(tables.trials.loc[keep, "trial_id"])
+        tables = Tables(tables.trials[keep].reset_index(drop=True),
+                        tables.steps[tables.steps["trial_id"].isin(ids)].reset_index(drop=True))
     trials = tables.trials[tables.trials["status"].isin(("complete", "diverged"))]
     doc = yaml.safe_load((Path(grid_store) / "sweep.yaml").read_text())
     doc = {**{k: v for k, v in doc.items() if k not in ("search", "storage")}, "search": search}
+    if seeds is not None:
+        doc["axes"] = {**doc["axes"], "seed": list(seeds)}
     plan = build_plan(validate(SweepSpec, doc))
     rows = {str(r["trial_id"]): r for r in trials.to_dict("records")}
     widths = complete_widths(plan.cells, rows)
