@@ -30,6 +30,7 @@ from mutransfer.configbase import validate
 from mutransfer.results.store import StoreState, Tables, read_tables
 from mutransfer.sweep.grid import Cell, build_plan
 from mutransfer.sweep.search import strategy_for
+from mutransfer.sweep.search.grid import GridSearch
 from mutransfer.sweep.search.stopping import StopOptions, crossing_allowance, should_stop
 from mutransfer.sweep.spec import SweepSpec
 from mutransfer.sweep.transfer import families_of
@@ -133,8 +134,8 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     strategy = strategy_for(plan.spec.search.kind)
     work = strategy.plan_work(plan, StoreState())
     sim = StopSim(plan.cells, Curves(tables), stop) if stop is not None else None
-    if sim is not None and plan.spec.search.kind == "grid":
-        work.cells.sort(key=lambda c: c.width)  # smallest widths first: the allowance is known
+    if sim is not None and plan.spec.search.kind == "grid":  # as a live grid with stop runs
+        work.cells = GridSearch.order(_with_stop(plan), work)
 
     def oracle(cell: Cell) -> dict[str, Any]:
         row = rows.get(cell.trial_id)
@@ -147,6 +148,14 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     if analysis:
         out.trials, out.analysis, out.note = analysed(ran, tables, grid_store)
     return out
+
+
+def _with_stop(plan):
+    """The plan with a `search.stop` set, so the grid orders its cells as it would live."""
+    from mutransfer.sweep.spec import Stop
+
+    plan.spec.search.stop = Stop()
+    return plan
 
 
 def complete_widths(cells: list[Cell], rows: dict[str, Any]) -> list[int]:

@@ -28,7 +28,16 @@ class GridSearch(SearchStrategy):
         from ray import tune
 
         return TuneSetup(param_space={"trial_id": tune.grid_search(
-            [c.trial_id for c in work.cells])})
+            [c.trial_id for c in self.order(plan, work)])})
+
+    @staticmethod
+    def order(plan: Plan, work: Work) -> list:
+        """The cells in the order they start: as the plan lists them (the widest first), or
+        with `search.stop` the smallest widths first, so that the crossing allowance comes
+        from complete curves before the costly widths run."""
+        if plan.spec.search.stop is None:
+            return list(work.cells)
+        return sorted(work.cells, key=lambda c: c.width)
 
     def summary(self, plan: Plan, work: Work) -> str:
         return f"{len(plan.cells)} cells"
