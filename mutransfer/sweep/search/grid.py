@@ -34,10 +34,12 @@ class GridSearch(SearchStrategy):
     def order(plan: Plan, work: Work) -> list:
         """The cells in the order they start: as the plan lists them (the widest first), or
         with `search.stop` the smallest widths first, so that the crossing allowance comes
-        from complete curves before the costly widths run."""
+        from complete curves before the costly widths run, and within a width the largest LR
+        first, so that the LRs far below the optimum start when the better ones have reports
+        to be compared with (those above it diverge early, or lead)."""
         if plan.spec.search.stop is None:
             return list(work.cells)
-        return sorted(work.cells, key=lambda c: c.width)
+        return sorted(work.cells, key=lambda c: (c.width, -float(c.columns.get("lr", 0.0))))
 
     def summary(self, plan: Plan, work: Work) -> str:
         return f"{len(plan.cells)} cells"
