@@ -170,8 +170,6 @@ def analysed(ran: list[dict[str, Any]], tables: Tables, store: Path):
     """The analysis of what ran: stopped trials and every seed of their LR left out."""
     df = pd.DataFrame(ran)
     stopped = df[df["status"] == "stopped"]
-    cols = [c for c in df.columns if c not in ("trial_id", "seed", "status", "final_eval_loss",
-                                               "tokens", "wall_time_s", "steps_done")]
     drop = set(stopped["trial_id"])
     if len(stopped):
         key = ["width", "lr", "parameterization"]
@@ -180,7 +178,6 @@ def analysed(ran: list[dict[str, Any]], tables: Tables, store: Path):
         drop |= set(hit)
     keep = tables.trials[tables.trials["trial_id"].isin(set(df["trial_id"]) - drop)]
     steps = tables.steps[tables.steps["trial_id"].isin(set(keep["trial_id"]))]
-    del cols
     try:
         return keep.reset_index(drop=True), analyze(store, tables=Tables(
             keep.reset_index(drop=True), steps.reset_index(drop=True))), ""
