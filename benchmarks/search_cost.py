@@ -3,17 +3,26 @@
 Runs one sweep file several ways on the same seeds, each into its own fresh storage: the full
 grid, the transfer search (the file's `search:` when it is a transfer search, else the
 defaults), and the transfer search with `probe_stability` (unless --no-probe). Then prints,
-side by side (with the transfer search at `--also` settings, default margin 1, replayed on the
-grid's results): trials, trial-tokens, trial-seconds, wall time, lr* per (family, width), the drift
-with its interval and the stability boundary, all from `mutransfer.analysis.analyze` on each
-storage, and the differences against the grid, with the issue's targets (<= 40% of the grid's
-trial-tokens, every lr* within 0.25 octave of the grid's, drift inside the grid's interval).
+side by side (with the transfer search at `--also` settings, default settle_octaves 1.5,
+replayed on the grid's results): trials, trial-tokens, trial-seconds, wall time, lr* per
+(family, width), the drift with its interval and the stability boundary, all from
+`mutransfer.analysis.analyze` on each storage, and the differences against the grid, with the
+issue's targets (<= 40% of the grid's trial-tokens, every lr* within 0.25 octave of the
+grid's, drift inside the grid's interval).
 
     python benchmarks/search_cost.py                       # quickstart and search_cpu
     python benchmarks/search_cost.py --quick               # the quickstart only
     python benchmarks/search_cost.py sweeps/gpu_width.yaml --out /tmp/gpu  # any sweep file
     python benchmarks/search_cost.py sweeps/search_cpu.yaml --grid /tmp/x/search_cpu/grid \
-        --replay --search '{margin: 1}'    # other settings, replayed on a grid already run
+        --replay --search '{settle_octaves: 1.5}'  # other settings, replayed on a grid run
+
+`--replay-grids STORE...` trains nothing: it replays every variant (transfer search with and
+without the probe, grid and transfer search with early stopping at several protect radii) on
+finished grid stores (one per sweep and seed set) and prints one table per store with
+trial-tokens, trial-seconds, the largest and the signed mean lr* gap to the grid, and whether
+every drift lies in the grid's interval (benchmarks/search_replay.py says how a replay works).
+
+    nice -n 19 python benchmarks/search_cost.py --replay-grids /tmp/g/search_cpu_s01 ...
 
 On a shared machine run it under `flock /tmp/mt-heavy.lock`. Every run shares one local Ray
 (started once), so Ray's start-up is in no run's wall time. `--replay` runs no search: it plays
@@ -32,6 +41,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +56,8 @@ from mutransfer.sweep.grid import build_plan
 from mutransfer.sweep.progress import fmt_duration
 from mutransfer.sweep.spec import SweepSpec
 from mutransfer.sweep.transfer import Outcome, TransferSearch
+
+sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
 DEFAULT_SWEEPS = ["sweeps/quickstart.yaml", "sweeps/search_cpu.yaml"]
 TOKEN_TARGET = 0.40   # share of the grid's trial-tokens
@@ -335,6 +347,81 @@ def report(path: str, doc: dict, runs: list[Run]) -> None:
     print(floor_note(doc, runs))
 
 
+# the variants of --replay-grids: (name, search mapping, stopping options or None)
+def replay_variants() -> list[tuple[str, dict, Any]]:
+    from mutransfer.sweep.search.stopping import StopOptions
+
+    out: list[tuple[str, dict, Any]] = [
+        ("transfer", {"kind": "transfer"}, None),
+        ("transfer+probe", {"kind": "transfer", "probe_stability": True}, None),
+        ("transfer settle 1.5", {"kind": "transfer", "settle_octaves": 1.5}, None)]
+    for p in (2.5, 1.5, 1.0):
+        out.append((f"grid+stop p{p:g}", {"kind": "grid"}, StopOptions(protect_octaves=p)))
+    for p in (2.5, 1.5, 1.0):
+        out.append((f"transfer+stop p{p:g}", {"kind": "transfer"},
+                    StopOptions(protect_octaves=p)))
+    # naive: no crossing allowance (stop whatever is behind at an eval point, outside 1 octave)
+    out.append(("transfer+stop p1 naive", {"kind": "transfer"},
+                StopOptions(protect_octaves=1.0, safety=0.0)))
+    out.append(("grid+stop p1 naive", {"kind": "grid"},
+                StopOptions(protect_octaves=1.0, safety=0.0)))
+    return out
+
+
+def replay_table(store: Path, seeds: list[int] | None = None) -> pd.DataFrame:
+    """One row per variant replayed on the grid store `store` (see replay_variants), on the
+    trials of `seeds` only when given."""
+    from search_replay import replay
+
+    grid = replay(store, "grid", {"kind": "grid"}, seeds=seeds)
+    widths = sorted({int(r["width"]) for r in grid.rows})
+    print(f"widths complete in the grid store: {widths}")
+    ref = grid.analysis.lr_opt.set_index(grid.analysis.group_cols)
+    dref = grid.analysis.drift.set_index(grid.analysis.family_cols)
+    g_rows = pd.DataFrame(grid.rows)
+    g_tok = float(pd.to_numeric(g_rows["tokens"]).sum())
+    g_sec = float(pd.to_numeric(g_rows["wall_time_s"]).sum())
+    rows = []
+    for name, search, stop in [("grid", {"kind": "grid"}, None)] + replay_variants():
+        r = grid if name == "grid" else replay(store, name, search, stop, seeds=seeds)
+        df = pd.DataFrame(r.rows)
+        row = {"variant": name, "trials": len(df),
+               "stopped": int((df["status"] == "stopped").sum()),
+               "trial-tokens": f"{100 * pd.to_numeric(df['tokens']).sum() / g_tok:.1f}%",
+               "trial-seconds": f"{100 * pd.to_numeric(df['wall_time_s']).sum() / g_sec:.1f}%"}
+        if r.analysis is None:
+            rows.append({**row, "note": r.note})
+            continue
+        mine = r.analysis.lr_opt.set_index(r.analysis.group_cols)
+        gaps = np.log2(mine["lr_opt"].reindex(ref.index).astype(float)) - \
+            np.log2(ref["lr_opt"].astype(float))
+        drift = r.analysis.drift.set_index(r.analysis.family_cols)["slope"].reindex(dref.index)
+        has_ci = dref["ci_low"].notna() & dref["ci_high"].notna()
+        inside = ((drift >= dref["ci_low"]) & (drift <= dref["ci_high"]))[has_ci].all()
+        row.update({"max |gap|": f"{np.nanmax(np.abs(gaps)):.2f}" if gaps.notna().any() else "-",
+                    "mean gap": f"{np.nanmean(gaps):+.3f}" if gaps.notna().any() else "-",
+                    "missing lr*": int(gaps.isna().sum()),
+                    "drift in grid CI": ("yes" if inside else "NO") + (
+                        f" ({int((~has_ci).sum())} without CI)" if (~has_ci).any() else ""),
+                    "drift": " ".join(f"{v:+.2f}" for v in drift.to_numpy(float))})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def replay_main(stores: list[Path], split_seeds: bool = False) -> int:
+    for store in stores:
+        sets: list[list[int] | None] = [None]
+        if split_seeds:
+            sets = [[int(s)] for s in sorted(read_tables(store).trials["seed"].unique())]
+        for seeds in sets:
+            which = "" if seeds is None else f", seed {seeds[0]} alone"
+            print(f"\n=== {store}{which} (replayed; trial-seconds indicative, measured under "
+                  f"load) ===")
+            print(replay_table(store, seeds).to_string(index=False))
+            sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sweeps", nargs="*", help=f"sweep files (default: {' '.join(DEFAULT_SWEEPS)})")
@@ -345,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="folder for the storages and logs (default /tmp/search-cost-TIME)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--search", type=yaml.safe_load, default=None, metavar="YAML",
-                   help="options for the transfer search, e.g. '{margin: 2, window: 5}'")
+                   help="options for the transfer search, e.g. '{settle_octaves: 2, window: 5}'")
     p.add_argument("--grid", type=Path, default=None,
                    help="a finished grid storage of the (one) sweep file: run no grid")
     p.add_argument("--replay", action="store_true",
@@ -353,15 +440,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--also", type=yaml.safe_load, action="append", default=None,
                    metavar="YAML", help="more transfer-search settings, replayed on the grid's "
                    "results (repeatable; default: '{margin: 1}'; 'none' for none)")
+    p.add_argument("--replay-grids", type=Path, nargs="+", default=None, metavar="STORE",
+                   help="finished grid stores: replay every variant on each, train nothing")
+    p.add_argument("--split-seeds", action="store_true",
+                   help="with --replay-grids: replay each seed of each store alone")
     args = p.parse_args(argv)
-    also = [a for a in (args.also or [{"margin": 1}]) if a not in ("none", None)]
+    if args.replay_grids:
+        return replay_main(args.replay_grids, args.split_seeds)
+    also = [a for a in (args.also or [{"settle_octaves": 1.5}]) if a not in ("none", None)]
     if any(not isinstance(a, dict) for a in also):
-        p.error("--also: give a YAML mapping, e.g. '{margin: 1}'")
+        p.error("--also: give a YAML mapping, e.g. '{settle_octaves: 1.5}'")
     paths = args.sweeps or (DEFAULT_SWEEPS[:1] if args.quick else DEFAULT_SWEEPS)
     if args.grid is not None and len(paths) != 1:
         p.error("--grid goes with one sweep file")
     if args.search is not None and not isinstance(args.search, dict):
-        p.error("--search: give a YAML mapping, e.g. '{margin: 2}'")
+        p.error("--search: give a YAML mapping, e.g. '{settle_octaves: 2}'")
     out = Path(args.out or f"/tmp/search-cost-{time.strftime('%Y%m%dT%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"storages and sweep logs under {out}")

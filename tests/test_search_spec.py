@@ -31,7 +31,14 @@ def write(tmp_path: Path, search: dict, axes: dict | None = None) -> Path:
     ({"kind": "grid", "window": 5}, "window is an option of kind transfer, not grid"),
     ({"kind": "transfer", "trials_per_width": 5}, "trials_per_width is an option of kind optuna"),
     ({"kind": "transfer", "window": 0}, "search.window"),
-    ({"kind": "transfer", "margin": 0}, "search.margin"),
+    ({"kind": "transfer", "settle_octaves": 0}, "search.settle_octaves"),
+    ({"kind": "optuna", "stop": {}}, "stop is an option of kind grid or transfer, not optuna"),
+    ({"kind": "grid", "stop": {"protect_octaves": -1}}, "search.stop.protect_octaves"),
+    ({"kind": "transfer", "stop": {"safety": ".nan"}}, "search.stop.safety"),
+    ({"kind": "transfer", "settle_octaves": ".inf"}, "search.settle_octaves"),
+    # a file written for the old count-of-LRs rule: told what replaced it
+    ({"kind": "transfer", "margin": 2}, "margin was removed: the transfer search now settles "
+                                        "by the analysis's fit window in octaves"),
     ({"kind": "transfer", "full_widths": 0}, "search.full_widths"),
     ({"kind": "transfer", "probe_stability": "sometimes"}, "search.probe_stability"),
 ])
@@ -55,8 +62,8 @@ def test_validate_says_the_least_and_most_a_transfer_search_runs(tmp_path, capsy
     # 2 families x 2 seeds x (5 LRs at width 16 + 3 LRs at each of widths 32 and 64) = 44
     assert rc == 0 and "transfer search over 60 cells: runs at least 44" in out, out
     assert "all 5 LRs at width 16" in out and "window of 3 at each of the 2 wider" in out
-    # with margin 2: 5 LRs at each wider width, all 5 of this grid: 60
-    assert "about 60 when each optimum is inside the grid (5 LRs a width)" in out
+    # every LR within 2.5 octaves of the middle one: all 5 of this one-octave grid: 60
+    assert "about 60 when each optimum is inside the grid (about 5 LRs a width" in out
     assert "at most 60" in out
 
 
@@ -85,7 +92,7 @@ def test_transfer_cells_are_the_grids_cells(tmp_path):
 def test_the_schema_documents_the_transfer_options():
     search = json_schema()["$defs"]["Search"]
     assert "transfer" in search["properties"]["kind"]["enum"]
-    for name in ("full_widths", "window", "margin", "probe_stability"):
+    for name in ("full_widths", "window", "settle_octaves", "probe_stability"):
         assert search["properties"][name]["description"].startswith("transfer:")
     assert "bracketed" in search["description"]
 

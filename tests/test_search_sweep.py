@@ -88,3 +88,23 @@ def test_grid_results_serve_the_transfer_search_and_a_new_width_runs_only_its_wi
     assert len(trials[trials["search"] == "grid"]) == 10
     rc, out = sweep(path)
     assert "0 trials to run" in out
+
+
+def test_a_grid_with_stop_stores_stopped_trials_and_a_rerun_runs_nothing(tmp_path, ray_local):
+    # LRs 4 octaves apart from a sound one to a tiny one: with no allowance (safety 0) and a
+    # 1-octave protect radius, the smallest LRs fall behind the best at the first eval points
+    # and stop there; the smallest width runs first, its curves give the wider one's allowance
+    lrs = [2.0 ** -20, 2.0 ** -16, 2.0 ** -12, 2.0 ** -8]
+    path = write_sweep(tmp_path, "st", {"width": [16, 32], "lr": lrs}, steps=12,
+                       eval_every=3, search={"kind": "grid",
+                                             "stop": {"protect_octaves": 1.0, "safety": 0.0}})
+    rc, out = sweep(path)
+    assert rc == 0, out
+    trials = read_tables(tmp_path / "st").trials
+    assert set(trials["status"]) <= {"complete", "diverged", "stopped"}
+    stopped = trials[trials["status"] == "stopped"]
+    assert len(stopped) >= 1 and (stopped["steps_done"] < 12).all()
+    assert (stopped["width"] == 32).all()  # the smallest width had no allowance yet
+    assert stopped["final_eval_loss"].isna().all() and stopped["last_finite_loss"].notna().all()
+    rc, out = sweep(path)
+    assert rc == 0 and "0 trials to run" in out

@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
+from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.sweep.grid import Cell
 from mutransfer.sweep.spec import Search
 from mutransfer.sweep.transfer import (
@@ -135,7 +136,7 @@ def test_full_grid_at_the_smallest_width_and_a_bracketed_window_above_it():
 def test_by_default_the_fit_sees_the_lrs_the_grid_shows_it_and_agrees_exactly():
     truth = Planted()
     search, _, by_id = run_search(Search(kind="transfer"), truth)
-    assert search.options.margin == 2
+    assert search.options.settle_octaves == FIT_WINDOW
     full = grid_optima(truth, list(by_id.values()))
     found = search_optima(search)
     for key, x in full.items():
@@ -158,11 +159,12 @@ def test_a_prediction_above_the_stable_range_steps_down_until_the_optimum_is_bra
 def test_an_optimum_on_the_windows_edge_widens_it_one_grid_step_at_a_time():
     # the lr* of width 64 is 2 octaves below the lr* the smaller width predicts
     truth = Planted(opt={"sp": lambda w: -6.0 if w < 64 else -8.0, "mup": lambda w: -7.0})
-    search, ran, by_id = run_search(Search(kind="transfer", margin=1), truth,
+    search, ran, by_id = run_search(Search(kind="transfer"), truth,
                                     grid=cells(widths=[32, 64]), at_once=1)
     lrs = sorted(ran_at(ran, by_id, "sp", 64))
     # the first window -6.5..-5.5, then down until the fit's window around -8 has run
-    assert {-6.5, -6.0, -5.5} <= set(lrs) and min(lrs) == -10.0
+    # (-10.5 too where the fitted optimum lies a little below -8: it is < 2.5 octaves away)
+    assert {-6.5, -6.0, -5.5} <= set(lrs) and min(lrs) in (-10.0, -10.5)
     assert lrs == [lrs[0] + 0.5 * k for k in range(len(lrs))]
     assert search_optima(search)[("sp", 64)] == pytest.approx(-8.0, abs=0.05)
 
@@ -289,7 +291,8 @@ def test_bounds_and_expected_count():
     least, typical, most = search.bounds()
     assert most == len(grid)
     assert least == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 3)
-    assert typical == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 5)
+    # every LR within 2.5 octaves of the optimum: 9 of a half-octave grid at each wider width
+    assert typical == 2 * len(SEEDS) * (len(LOG2_GRID) + 2 * 9)
     assert search.expected() == least  # nothing run yet: the full grids and first windows
 
 
@@ -361,3 +364,79 @@ def test_the_family_furthest_behind_goes_first_and_probes_wait_for_the_chains():
     probes = [by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
               for t in search.to_run()]
     assert any(probes) and probes == sorted(probes)  # the settled width's probe cells last
+
+
+class Asymmetric(Planted):
+    """A bowl that rises `rise` times faster above the optimum than below it (as real curves
+    do), every LR above stable(w) diverged."""
+
+    def __init__(self, rise: float = 3.0, **kw):
+        super().__init__(**kw)
+        self.rise = rise
+
+    def __call__(self, cell: Cell) -> Outcome:
+        out = super().__call__(cell)
+        if out.diverged:
+            return out
+        c = cell.columns
+        t = math.log2(c["lr"]) - self.opt[c["parameterization"]](c["width"])
+        return Outcome(False, out.loss + (self.rise - 1) * self.curvature * t * t * (t > 0))
+
+
+@pytest.mark.parametrize("per_octave,offset", [(2, 0.0), (3, 0.1), (4, 0.3)])
+@pytest.mark.parametrize("probe", [False, True])
+def test_on_any_spacing_the_search_settles_by_the_fit_window_and_its_lr_is_the_grids(
+        per_octave, offset, probe):
+    # half-, third- and quarter-octave grids, offset from the optimum by a fraction of a step,
+    # on an asymmetric bowl: every width's lr* is the grid's exactly (the fit sees the same
+    # points), and the stability probe (LRs outside the window) changes no fit
+    truth = Asymmetric(stable={"sp": lambda w: -2.5 - math.log2(w / 32), "mup": lambda w: -3.0})
+    grid = cells(widths=[32, 64, 128], log2_grid=np.arange(-13.0, -2.0, 1 / per_octave) + offset)
+    search, ran, by_id = run_search(Search(kind="transfer", probe_stability=probe), truth, grid)
+    full = grid_optima(truth, grid)
+    found = search_optima(search)
+    assert all(math.isfinite(x) for x in full.values())
+    for key, x in full.items():
+        assert found[key] == pytest.approx(x, abs=1e-9), key
+    assert len(set(ran)) < len(grid)
+
+
+def test_the_old_count_rule_missed_the_fit_window_on_a_third_octave_grid():
+    # what a margin of 2 LRs would settle on (the old rule) is 2/3 of an octave either side:
+    # the fit window (2.5 octaves) holds LRs it never ran; the octave rule runs every one
+    truth = Asymmetric()
+    grid = cells(params=("sp",), widths=[32, 64], log2_grid=np.arange(-13.0, -2.0, 1 / 3))
+    search, ran, by_id = run_search(Search(kind="transfer"), truth, grid)
+    lrs = sorted(ran_at(ran, by_id, "sp", 64))
+    opt = search_optima(search)[("sp", 64)]
+    assert max(lrs) - min(lrs) > 2 * (FIT_WINDOW - 1 / 3) - 1e-9
+    window = [x for x in np.arange(-13.0, -2.0, 1 / 3) if abs(x - opt) < FIT_WINDOW]
+    assert {round(x, 6) for x in window} <= {round(x, 6) for x in lrs}
+
+
+def test_an_lr_where_one_seed_diverged_is_left_out_of_the_fit_as_the_analysis_does():
+    # at sp width 64 one of the two seeds diverges at the LR just above the optimum: the
+    # analysis fits without that LR (a partially diverged LR is never fitted), so the search's
+    # lr* must too (counting it as trained by its other seed moved lr*)
+    from mutransfer.analysis.fit import fit_optimum
+
+    base = Asymmetric(noise=0.0)
+
+    class OneSeed(Asymmetric):
+        def __call__(self, cell):
+            c = cell.columns
+            if c["parameterization"] == "sp" and c["width"] == 64 and c["seed"] == 1 and \
+                    math.log2(c["lr"]) == -6.5:
+                return Outcome(True)
+            return base(cell)
+
+    truth = OneSeed()
+    grid = cells(widths=[32, 64])
+    search, _, by_id = run_search(Search(kind="transfer"), truth, grid)
+    x = LOG2_GRID
+    curve = np.array([np.mean([base(by_id[t]).loss for t in fam.cell_ids(64, i)])
+                      for fam in families_of(grid) if fam.label == "sp"
+                      for i in range(len(x))])
+    curve[list(x).index(-6.5)] = np.nan
+    expected = float(fit_optimum(x, curve[None, :]).log2_lr[0])
+    assert search_optima(search)[("sp", 64)] == pytest.approx(expected, abs=1e-9)

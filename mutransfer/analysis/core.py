@@ -127,6 +127,11 @@ def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
                      "count the seeds that did run")
     if prep.n_no_loss:
         notes.append(f"{prep.n_no_loss} trials excluded: not diverged, yet no final loss stored")
+    if prep.n_stopped:
+        notes.append(f"{prep.n_stopped} trials stopped early (status 'stopped', search.stop): "
+                     f"their LRs at those widths are left out of lr* (with "
+                     f"{prep.n_stopped_with} trials of the same cells); the trials table "
+                     "lists them with their last losses")
     return notes
 
 

@@ -58,6 +58,8 @@ class Prepared(GroupAxes):
     fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
     n_failed: int = 0
     n_no_loss: int = 0                   # not diverged, yet no final loss stored: dropped
+    n_stopped: int = 0                   # stopped early (search.stop): never in lr*
+    n_stopped_with: int = 0              # trials left out with them (the same LR and width)
     scale_axes: list[str] = field(default_factory=list)  # scale axes besides the width role
 
 
@@ -153,11 +155,21 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     df["seed"] = df["seed"].astype("int64")
     loss = pd.to_numeric(df["final_eval_loss"], errors="coerce").astype("float64")
     df["loss"] = loss.where(~df["diverged"] & np.isfinite(loss))
+    # a trial stopped early (search.stop) never enters lr* as trained, and its LR at that
+    # width lacks a seed: the whole cell is left out, as a partially diverged one is
+    stopped = status.loc[df.index].eq("stopped")
+    cell = ["parameterization", *axes, "width", "lr"]
+    hit = df.loc[stopped, cell].drop_duplicates()
+    with_stopped = df[cell].merge(hit, how="left", indicator=True)["_merge"].eq("both")
+    with_stopped.index = df.index
+    df = df.loc[~with_stopped]
     no_loss = ~df["diverged"] & df["loss"].isna()
     df = df.loc[~no_loss]
     df = df.sort_values(["parameterization", *axes, "width", "lr", "seed"], kind="stable")
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()),
-                    int(no_loss.sum()), scale_axes)
+                    int(no_loss.sum()), n_stopped=int(stopped.sum()),
+                    n_stopped_with=int(with_stopped.sum() - stopped.sum()),
+                    scale_axes=scale_axes)
 
 
 OVERRIDE_PREFIX = "param.overrides."

@@ -77,8 +77,10 @@ def run_sweep(args: SweepArgs) -> int:
         return 0
     result = sweep.run(args.path, **where, out=out)
     if result.to_run == 0:
-        done = "the transfer search is complete" if result.search == "transfer" else \
-            "every cell is complete"
+        from mutransfer.sweep.search import strategy_for
+
+        done = f"the {result.search} search is complete" if \
+            strategy_for(result.search).part_of_grid else "every cell is complete"
         print(f"0 trials to run: {done}", file=out)
         print_summary(result.storage, out, analysis=args.analysis)
         return 0

@@ -40,19 +40,12 @@ def run(args) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     from mutransfer.sweep.driver import prepare
-    from mutransfer.sweep.listing import transfer_summary
     from mutransfer.sweep.packing import plan_cost
-    from mutransfer.sweep.transfer import TransferSearch
+    from mutransfer.sweep.search import Work, strategy_for
 
     for path in args.file:
         plan = prepare(path, check_data=args.data, max_cells=args.max_cells)
-        if plan.adaptive:
-            what = (f"{len(plan.groups)} groups x {plan.spec.search.trials_per_width} "
-                    f"{plan.spec.search.kind} trials = {plan.n_trials} trials")
-        elif plan.transfer:
-            what = transfer_summary(TransferSearch.of_cells(plan.cells, plan.spec.search, {}))
-        else:
-            what = f"{len(plan.cells)} cells"
+        what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)"))
         print(plan_cost(plan, args.gpu, args.mfu))

@@ -48,7 +48,8 @@ from mutransfer.results.schema import (
 
 __all__ = ["DONE_STATUSES", "STEP_COLUMNS", "TRIAL_COLUMNS", "Store", "Tables", "read_tables"]
 
-DONE_STATUSES = ("complete", "diverged")  # a diverged trial is a result, not a failure
+# a diverged trial is a result, not a failure; so is one stopped early by search.stop
+DONE_STATUSES = ("complete", "diverged", "stopped")
 # Written when a store is created: a non-empty folder without it (and not made by an older
 # version: trials/ and steps/) is not a results store, and a sweep refuses to write there.
 MARKER = "mutransfer-store.json"

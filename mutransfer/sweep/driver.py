@@ -28,14 +28,9 @@ from mutransfer.sweep.cluster import check_local_resources, check_storage_reacha
 from mutransfer.sweep.grid import Plan, build_plan
 from mutransfer.sweep.horizon import describe as horizon_lines
 from mutransfer.sweep.horizon import run_phases
-from mutransfer.sweep.listing import (
-    cell_listing,
-    group_listing,
-    transfer_listing,
-    transfer_summary,
-)
 from mutransfer.sweep.packing import check_fit, plan_cost
-from mutransfer.sweep.runner import RunOptions, Work, execute, plan_work
+from mutransfer.sweep.runner import RunOptions, execute, plan_work
+from mutransfer.sweep.search import Work, strategy_for
 from mutransfer.sweep.size import check_size
 from mutransfer.sweep.spec import SweepSpec, load_spec
 from mutransfer.sweep.tune_loggers import check_loggers
@@ -201,8 +196,9 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
 def header(plan: Plan, store: Store, work: Work) -> str:
     """The run's first line; `work` is plan_work's answer: the rest of the plan is complete."""
     to_run = work.n_trials
-    if work.search is not None:
-        return (f"sweep {plan.spec.name}: {transfer_summary(work.search)}; "
+    strategy = strategy_for(plan.spec.search.kind)
+    if strategy.part_of_grid:  # it decides as it goes: what it runs at least and at most
+        return (f"sweep {plan.spec.name}: {strategy.summary(plan, work)}; "
                 f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
                 f"{store.location}")
     unit = "trials" if plan.adaptive else "cells"
@@ -237,9 +233,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     lines.append(header(plan, store, work))
     if state.corrupt:
         lines.append(f"{len(state.corrupt)} damaged parts would be set aside and re-run")
-    lines.append(group_listing(plan, work) if plan.adaptive else
-                 transfer_listing(work.search) if work.search is not None else
-                 cell_listing(plan, state))
+    lines.append(strategy_for(plan.spec.search.kind).listing(plan, work, state))
     lines += horizon_lines(plan, state, store if store.exists() else None)
     lines.append(plan_cost(plan, gpu, mfu))
     return "\n".join(lines)

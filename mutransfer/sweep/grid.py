@@ -66,12 +66,15 @@ class Plan:
 
     @property
     def adaptive(self) -> bool:
-        """Optuna groups instead of cells (a transfer search runs a subset of the cells)."""
+        """Groups with an LR range instead of cells (the search strategy says)."""
         return self.spec.search.adaptive
 
     @property
-    def transfer(self) -> bool:
-        return self.spec.search.kind == "transfer"
+    def part_of_grid(self) -> bool:
+        """The strategy runs a subset of the grid's cells, deciding as it goes."""
+        from mutransfer.sweep.search import strategy_for
+
+        return strategy_for(self.spec.search.kind).part_of_grid
 
     @property
     def n_trials(self) -> int:
@@ -103,8 +106,8 @@ def build_plan(spec: SweepSpec, source: str = "sweep") -> Plan:
             plan.groups = _groups(spec, axes)
         else:
             plan.cells = _cells(spec, axes)
-        if plan.transfer and not any(a.lr is not None for a in axes):
-            raise UserError("axes.lr: a transfer search needs an LR axis to search")
+        if plan.part_of_grid and not any(a.lr is not None for a in axes):
+            raise UserError(f"axes.lr: a {spec.search.kind} search needs an LR axis to search")
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
     return plan

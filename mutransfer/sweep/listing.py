@@ -10,10 +10,16 @@ import pandas as pd
 from mutransfer.results.store import StoreState
 from mutransfer.sweep.grid import Plan
 from mutransfer.sweep.progress import fmt_value
-from mutransfer.sweep.transfer import Family, TransferSearch, WidthPlan, fmt_log2
+from mutransfer.sweep.transfer import (
+    Family,
+    TransferSearch,
+    WidthPlan,
+    fmt_log2,
+    settle_count,
+)
 
 if TYPE_CHECKING:
-    from mutransfer.sweep.runner import Work
+    from mutransfer.sweep.search.base import Work
 
 
 def cell_listing(plan: Plan, state: StoreState) -> str:
@@ -51,12 +57,13 @@ def transfer_summary(search: TransferSearch) -> str:
     lrs = f"{n_lrs[0]}" if n_lrs[0] == n_lrs[-1] else f"{n_lrs[0]}-{n_lrs[-1]}"
     full = widths[:opts.full_widths]
     rest = len(widths) - len(full)
-    per = max(opts.window, 2 * opts.margin + 1)
+    per = max(settle_count(f, opts) for f in search.families)
     probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
     return (f"transfer search over {most} cells: runs at least {least} (all {lrs} LRs at "
             f"width {', '.join(map(str, full))}, a window of {opts.window} at each of the "
             f"{rest} wider widths), about {typical} when each optimum is inside the grid "
-            f"({per} LRs a width), at most {most}{probe}")
+            f"(about {per} LRs a width: every LR within {opts.settle_octaves:g} octaves), "
+            f"at most {most}{probe}")
 
 
 def transfer_listing(search: TransferSearch) -> str:

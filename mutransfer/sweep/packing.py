@@ -72,7 +72,8 @@ def plan_cost(plan, gpu: str | None = None, mfu: float | None = None) -> str:
         raise UserError(f"--mfu {mfu:g}: give a fraction of the peak in (0, 1], e.g. 0.3")
     if gpu is None and regime_of(configs[0]) == "cuda":
         gpu = "h100"
-    title = ("the whole grid; a transfer search runs a part of it" if plan.transfer else "")
+    title = (f"the whole grid; a {plan.spec.search.kind} search runs a part of it"
+             if plan.part_of_grid else "")
     try:
         return cost_table(configs, gpu=gpu, mfu=mfu, title=title)
     except UserError as exc:  # e.g. a tokenizer file not there yet: its vocabulary unknown

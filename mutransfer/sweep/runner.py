@@ -1,11 +1,10 @@
 """Running the cells that are not complete yet as trials of one Ray Tune `Tuner`.
 
-Grid sweeps: a grid search over trial ids. Adaptive sweeps: one Optuna study per group, all
-driven by one searcher (mutransfer/sweep/studies.py) so that studies run side by side.
-Transfer searches: the grid's cells, handed out by mutransfer/sweep/transfer_searcher.py. Each
-trial writes its own parts into the store (mutransfer/sweep/trainable.py) and reports every
-eval point to Tune, whose folder (experiment state, the `loggers:` files) is STORAGE/tune/;
-the driver only watches (progress line) and records trials that failed for good.
+What runs, and Tune's searcher and scheduler, come from the sweep's search strategy
+(mutransfer/sweep/search/: grid, optuna, transfer; `strategy_for(search.kind)`). Each trial
+writes its own parts into the store (mutransfer/sweep/trainable.py) and reports every eval
+point to Tune, whose folder (experiment state, the `loggers:` files) is STORAGE/tune/; the
+driver only watches (progress line) and records trials that failed for good.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import join
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.cluster import Capacity, ray_session
-from mutransfer.sweep.grid import Cell, Group, Plan
+from mutransfer.sweep.grid import Plan
 from mutransfer.sweep.packing import gpus_for
 from mutransfer.sweep.progress import Progress
+from mutransfer.sweep.search import Work, strategy_for
 from mutransfer.sweep.trainable import OBJECTIVE, TrialUnit, tune_trainable
-from mutransfer.sweep.transfer import TransferSearch
 from mutransfer.sweep.tune_loggers import logger_callbacks
 
 # Ray Tune's own folder under the store (its experiment state and the loggers' files); the
@@ -53,25 +52,6 @@ class RunOutcome:
         return max(0, self.to_run - self.complete - self.diverged - self.failed)
 
 
-@dataclass
-class Work:
-    """What this run executes: grid cells, or adaptive groups with their remaining budget."""
-
-    cells: list[Cell] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)
-    budgets: dict[str, int] = field(default_factory=dict)  # group id -> trials still to run
-    warm: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (lr, objective)
-    search: TransferSearch | None = None  # a transfer search over `cells` (the unfinished ones)
-    horizon: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> its role
-
-    @property
-    def n_trials(self) -> int:
-        """Trials to run; for a transfer search, those it asks for now (it decides as it goes)."""
-        if self.search is not None:
-            return len(self.search.to_run())
-        return len(self.cells) + sum(self.budgets.values())
-
-
 def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
     """What each trial needs on its worker, keyed by trial id (grid) or group id (adaptive).
     `axes`: the types of the sweep's extra axis columns, the same in every part it writes."""
@@ -79,8 +59,10 @@ def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
 
     axes = axis_types(u.columns for u in [*plan.cells, *plan.groups])
     kind = plan.spec.search.kind
+    stops = strategy_for(kind).stop_contexts(plan)
     units = {c.trial_id: TrialUnit(c.config, c.columns, c.trial_id, kind, axes,
-                                   work.horizon.get(c.trial_id))
+                                   horizon=work.horizon.get(c.trial_id),
+                                   stop=stops.get(c.trial_id))
              for c in work.cells}
     for g in work.groups:
         units[g.group_id] = TrialUnit(g.config, g.columns, "", kind, axes)
@@ -163,22 +145,11 @@ def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progre
     trainable = tune.with_parameters(tune_trainable, units=units, store_location=store.location,
                                      sweep=spec.name)
     trainable = tune.with_resources(trainable, resources)
-    if plan.adaptive:
-        from mutransfer.sweep.studies import make_searcher
-
-        searcher = make_searcher(work, spec.search)
-        param_space: dict[str, Any] = {}
-        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=work.n_trials,
-                                      metric=OBJECTIVE, mode="min")
-    elif work.search is not None:
-        from mutransfer.sweep.transfer_searcher import TransferSearcher
-
-        param_space = {}
-        tune_config = tune.TuneConfig(search_alg=TransferSearcher(work.search, progress),
-                                      num_samples=len(work.cells), metric=OBJECTIVE, mode="min")
-    else:
-        param_space = {"trial_id": tune.grid_search([c.trial_id for c in work.cells])}
-        tune_config = tune.TuneConfig()
+    setup = strategy_for(spec.search.kind).tune_setup(plan, work, progress)
+    tune_config = tune.TuneConfig(search_alg=setup.search_alg, scheduler=setup.scheduler,
+                                  num_samples=setup.num_samples,
+                                  **({"metric": OBJECTIVE, "mode": "min"}
+                                     if setup.search_alg is not None else {}))
     # Actors are reused between trials of equal resources: a new worker process per trial
     # costs ~2 CPU-s (measured with Ray 2.60 on 2 cores: 20 trials of 0.2 s took 20.2 s one
     # process per trial, 4.9 s with reuse).
@@ -191,7 +162,7 @@ def _tuner(plan: Plan, store: Store, work: Work, resources: ResourcesFor, progre
         failure_config=tune.FailureConfig(max_failures=spec.retries),
         callbacks=[watcher := TuneProgress(progress, store, units, spec.name),
                    *logger_callbacks(spec.loggers, spec.name)])
-    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config,
+    return tune.Tuner(trainable, param_space=setup.param_space, tune_config=tune_config,
                       run_config=run_config), watcher
 
 
@@ -207,40 +178,5 @@ def _trial_name(trial: Any) -> str:
 
 
 def plan_work(plan: Plan, state: StoreState) -> Work:
-    """The cells (or adaptive budgets) not yet complete in the store."""
-    if plan.transfer:  # the search starts from every result stored for its cells
-        return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete],
-                    search=TransferSearch.of_cells(plan.cells, plan.spec.search, state.complete))
-    if not plan.adaptive:
-        return Work(cells=[c for c in plan.cells if c.trial_id not in state.complete])
-    from mutransfer.sweep.identity import group_id
-
-    done: dict[str, list[dict[str, Any]]] = {}
-    for row in state.complete.values():
-        done.setdefault(_group_of(row, group_id), []).append(row)
-    work = Work()
-    for g in plan.groups:
-        rows = done.get(g.group_id, [])
-        ran = sum(1 for r in rows if r.get("search") == plan.spec.search.kind)
-        if ran < g.budget:
-            work.groups.append(g)
-            work.budgets[g.group_id] = g.budget - ran
-            work.warm[g.group_id] = _warm_points(rows, g)
-    return work
-
-
-def _group_of(row: dict[str, Any], group_id) -> str:
-    import json
-
-    try:
-        return group_id(json.loads(row["config"]))
-    except (TypeError, ValueError, KeyError):
-        return ""
-
-
-def _warm_points(rows: list[dict[str, Any]], g: Group) -> list[tuple[float, float]]:
-    """Stored trials of a group within its LR range: the study starts from what is known."""
-    from mutransfer.sweep.trainable import objective
-
-    lo, hi = 2.0 ** g.log2_lo, 2.0 ** g.log2_hi
-    return [(float(r["lr"]), objective(r)) for r in rows if lo <= float(r["lr"]) <= hi]
+    """What is left to run: the strategy's answer for the store's finished trials."""
+    return strategy_for(plan.spec.search.kind).plan_work(plan, state)

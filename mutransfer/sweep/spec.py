@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mutransfer.analysis_defaults import FIT_POINTS, AnalysisSection
+from mutransfer.analysis_defaults import FIT_WINDOW, AnalysisSection
 from mutransfer.configbase import StrictModel, read_yaml, validate
 
 WidthMap = dict[int, float]
@@ -79,6 +79,20 @@ def amount_for(value: float | WidthMap, width: int) -> float:
     return float(value[at_most[-1] if at_most else keys[0]])
 
 
+class Stop(StrictModel):
+    """Early stopping (mutransfer/sweep/search/stopping.py): a trial is stopped at an eval point
+    when its LR is at least `protect_octaves` from the best LR of its width and seed at that
+    step and its loss is behind that LR's by more than `safety` x the crossing allowance (the
+    most a gap has closed by the end on the curves complete at the family's other widths)."""
+
+    protect_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+        "LRs nearer than this (octaves) to the step's best LR are never stopped; the default, "
+        "the analysis's fit window, never stops an LR the fit weighs"))
+    safety: float = Field(1.0, ge=0, le=100, allow_inf_nan=False, description=(
+        "multiplies the crossing allowance; 0 stops whatever is behind (biased: short runs "
+        "favour high LRs)"))
+
+
 class Search(StrictModel):
     """How the LR axis is searched. `grid` runs every cell. `optuna` runs, per group of
     non-LR axis values (width, parameterization, seed, ...), `trials_per_width` trials whose
@@ -99,12 +113,16 @@ class Search(StrictModel):
     window: int = Field(3, ge=1, description=(
         "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
         "(more where the prediction's standard error spans more of the grid)"))
-    margin: int = Field((FIT_POINTS - 1) // 2, ge=1, description=(
-        "transfer: trained LRs that must be run on each side of the best one before a width "
-        "is settled (the window widens one grid step at a time until they are); above it a "
-        "diverged LR closes the side, and the grid's end closes either. 2 gives the analysis "
-        "the five LRs its quadratic fit takes around the optimum on a grid, so lr* comes out "
-        "as the grid's; 1 costs less and fits a parabola through three"))
+    settle_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+        "transfer: a width is settled once every grid LR less than this many octaves from "
+        "its best LR and from the fitted optimum has run (the window widens one grid step at "
+        "a time until they have; above the optimum an LR where every seed diverged closes "
+        "the side). The default is the analysis's fit window, so the fit sees the grid's "
+        "points on any LR spacing and lr* comes out as the grid's; less costs less and "
+        "leaves the fit's outer points out"))
+    stop: Stop | None = Field(None, description=(
+        "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
+        "benchmarks/README.md measures what it saves and how far it moves lr*)"))
     probe_stability: bool = Field(False, description=(
         "transfer: at each settled width, also run upward from the best LR, one grid step at "
         "a time, until an LR diverges or the grid ends, so the analysis locates the stability "
@@ -112,23 +130,38 @@ class Search(StrictModel):
 
     @property
     def adaptive(self) -> bool:
-        """Trials at sampled LRs per group, not cells of the grid (a transfer search runs a
-        subset of the grid's cells)."""
-        return self.kind == "optuna"
+        """Trials at sampled LRs per group, not cells of the grid (the strategy of the kind
+        says: mutransfer/sweep/search/)."""
+        from mutransfer.sweep.search import REGISTRY
+
+        return REGISTRY[self.kind].adaptive
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_margin(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "margin" in data:
+            raise PydanticCustomError(
+                "search_option", "margin was removed: the transfer search now settles by the "
+                "analysis's fit window in octaves (settle_octaves, default {w}); delete margin",
+                {"w": FIT_WINDOW})
+        return data
 
     @model_validator(mode="after")
     def _options_of_kind(self) -> Search:
         for name in sorted(self.model_fields_set - {"kind"}):
-            kind = next(k for k, names in SEARCH_OPTIONS.items() if name in names)
-            if kind != self.kind:
+            kinds = [k for k, names in SEARCH_OPTIONS.items() if name in names]
+            if self.kind not in kinds:
                 raise PydanticCustomError(
-                    "search_option", f"{name} is an option of kind {kind}, not {self.kind}")
+                    "search_option",
+                    f"{name} is an option of kind {' or '.join(kinds)}, not {self.kind}")
         return self
 
 
 # which kind each option of `search:` belongs to (written for another kind, it is an error)
-SEARCH_OPTIONS = {"optuna": ("trials_per_width", "max_concurrent", "seed"),
-                  "transfer": ("full_widths", "window", "margin", "probe_stability")}
+SEARCH_OPTIONS = {"grid": ("stop",),
+                  "optuna": ("trials_per_width", "max_concurrent", "seed"),
+                  "transfer": ("full_widths", "window", "settle_octaves", "probe_stability",
+                               "stop")}
 
 
 class SweepSpec(StrictModel):

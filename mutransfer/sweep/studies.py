@@ -74,20 +74,19 @@ class Studies(OwnedSearcher):
 
 
 def make_searcher(work: Any, search: Search) -> Studies:
-    """One OptunaSearch per group of `work` over log LR in the group's range."""
+    """One OptunaSearch per group of `work` over log LR in the group's range (the samplers and
+    spaces of mutransfer/sweep/search/optuna_search.py, which replays them offline)."""
     import optuna
+
+    from mutransfer.sweep.search.optuna_search import sampler_for, space_of
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     studies = {}
     for g in work.groups:
         warm = work.warm.get(g.group_id, [])
-        budget = work.budgets[g.group_id]
-        sampler = optuna.samplers.TPESampler(seed=search.seed + int(g.group_id[:8], 16),
-                                             n_startup_trials=max(3, (budget + len(warm)) // 4))
-        space = {"lr": optuna.distributions.FloatDistribution(2.0 ** g.log2_lo,
-                                                              2.0 ** g.log2_hi, log=True)}
         studies[g.group_id] = OptunaSearch(
-            space=space, metric=OBJECTIVE, mode="min", sampler=sampler,
+            space=space_of(g), metric=OBJECTIVE, mode="min",
+            sampler=sampler_for(search.seed, g, work),
             points_to_evaluate=[{"lr": lr} for lr, _ in warm] or None,
             evaluated_rewards=[obj for _, obj in warm] or None)
     return Studies(studies, work.budgets, search.max_concurrent)

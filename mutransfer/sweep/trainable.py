@@ -12,6 +12,7 @@ import json
 import math
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ class TrialUnit:
     search: str = "grid"  # the sweep's search kind, stored with each trial
     axes: dict[str, str] | None = None  # column types of the sweep's extra axes
     horizon: dict[str, Any] | None = None  # its horizon role (mutransfer/sweep/horizon.py)
+    stop: Any = None  # search.stop: the trial's StopContext (mutransfer/sweep/search/stopping.py)
 
     @classmethod
     def of(cls, config: dict[str, Any], columns: dict[str, Any], search: str = "grid",
@@ -106,13 +108,27 @@ def run_unit(payload: TrialUnit, store_location: str, sweep: str,
         checkpoint.remove()
         return metrics_of(row, skipped=not written)
     config = TrialConfig.model_validate(payload.config)
+    seen: list[dict[str, Any]] = []
+    start = time.perf_counter()
+
     def report(point: dict[str, Any]) -> None:
         attempt.write_step(point)
+        seen.append(point)
         if on_eval is not None:
             on_eval(point)
+        if payload.stop is not None:
+            from mutransfer.sweep.search.stopping import decide
+
+            if decide(payload.stop, store, int(point["step"]), point.get("eval_loss")):
+                raise _Stopped
 
     try:
         result = run_trial(config, report=report, checkpoint=checkpoint)
+    except _Stopped:  # search.stop: a result, with its last losses, that never enters lr*
+        row = stopped_row(payload, seen, time.perf_counter() - start, sweep)
+        written = attempt.finish(row, payload.axes)
+        checkpoint.remove()
+        return metrics_of(row, skipped=not written)
     except UserError as exc:  # deterministic: not retried
         attempt.discard()
         row = failure_row(payload, sweep, f"UserError: {first_line(exc)}")
@@ -124,6 +140,29 @@ def run_unit(payload: TrialUnit, store_location: str, sweep: str,
     written = attempt.finish(row, payload.axes)
     checkpoint.remove()  # stored now (by this attempt or another): nothing left to resume
     return metrics_of(row, skipped=not written, resumed_from=result.resumed_from)
+
+
+class _Stopped(Exception):
+    """Raised from a trial's report when search.stop stops it."""
+
+
+def stopped_row(payload: TrialUnit, points: list[dict[str, Any]], wall_s: float,
+                sweep: str) -> dict[str, Any]:
+    """The trials-table row of a trial stopped early: status `stopped`, no final loss (it
+    never enters lr* as trained), its last and best eval losses, what it ran."""
+    losses = [float(p["eval_loss"]) for p in points if _finite(p.get("eval_loss"))]
+    last = points[-1]
+    tokens = int(last.get("tokens") or 0)
+    outcome = {
+        "status": "stopped", "diverged": False, "diverge_step": None,
+        "final_eval_loss": None, "best_eval_loss": min(losses) if losses else None,
+        "last_finite_loss": losses[-1] if losses else None,
+        "initial_loss": losses[0] if losses else None, "steps_done": int(last["step"]),
+        "tokens": tokens, "wall_time_s": wall_s,
+        "tokens_per_s": tokens / wall_s if wall_s > 0 else 0.0,
+    }
+    return {**base_row(payload, sweep, outcome, host=host_name()), **provenance(payload),
+            "error": None}
 
 
 def base_row(payload: TrialUnit, sweep: str, outcome: dict[str, Any],

@@ -9,12 +9,15 @@ its cells form a width x LR x seed grid. The search walks a family's widths upwa
   log2 lr* against log2 width, or the previous lr* when one width is settled) and runs the
   `window` LRs of the grid nearest the prediction, more when the prediction's standard error
   spans more of the grid;
-- it then widens in grid steps until the best LR has `margin` LRs run on each side (a diverged
-  LR, the grid's end, closes a side: diverged counts as "too high") and every grid LR inside
-  the analysis's fit window around the fitted optimum has run; then the width is *settled*
-  and the next one starts;
+- it then widens until every grid LR the analysis's fit would use has run: every LR less than
+  `settle_octaves` (default: the analysis's fit window, FIT_WINDOW octaves) from the best LR
+  or from the optimum fitted to what ran (a diverged LR, the grid's end, closes a side above:
+  diverged counts as "too high"); then the width is *settled* and the next one starts. The
+  rule is in octaves, as the analysis's is, not a count of LRs: on any spacing the fit then
+  sees the grid's points wherever its window lies, so lr* is the grid's;
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
-  time until an LR diverges (or the grid ends), so the stability boundary is located.
+  time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
+  lie outside the fit window (every LR inside it has run already): they never change a fit.
 
 Everything here is a pure function of the finished cells' outcomes (no Ray, no I/O): the same
 results always give the same plan, which is what makes a search resumable (replaying the store
@@ -109,13 +112,18 @@ def families_of(cells: Iterable[Cell]) -> list[Family]:
 
 @dataclass
 class LRStats:
-    """Per LR of the grid at one width: finished (every seed), diverged (the majority of the
-    seeds, as the analysis counts it; a tie trained) and the mean loss of the seeds that
-    trained (NaN where not usable)."""
+    """Per LR of the grid at one width, as the analysis counts it: finished (every seed),
+    diverged (any seed: such an LR never enters the fit), every seed diverged, and the mean
+    loss of the seeds (NaN where not usable)."""
 
     done: np.ndarray
     diverged: np.ndarray
     loss: np.ndarray
+    all_diverged: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.all_diverged is None:
+            self.all_diverged = self.diverged.copy()
 
     @property
     def usable(self) -> np.ndarray:
@@ -131,17 +139,18 @@ class LRStats:
 def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats:
     n = len(fam.lrs)
     done, diverged, loss = np.zeros(n, bool), np.zeros(n, bool), np.full(n, np.nan)
+    all_div = np.zeros(n, bool)
     for i in range(n):
         ids = fam.cell_ids(width, i)
         outs = [results[t] for t in ids if t in results]
         if not ids or len(outs) < len(ids):
             continue
         done[i] = True
-        diverged[i] = 2 * sum(o.diverged for o in outs) > len(outs)
-        trained = [o.loss for o in outs if not o.diverged and math.isfinite(o.loss)]
-        if trained and not diverged[i]:
-            loss[i] = float(np.mean(trained))
-    return LRStats(done, diverged, loss)
+        diverged[i] = any(o.diverged for o in outs)
+        all_div[i] = all(o.diverged for o in outs)
+        if not diverged[i] and all(math.isfinite(o.loss) for o in outs):
+            loss[i] = float(np.mean([o.loss for o in outs]))
+    return LRStats(done, diverged, loss, all_div)
 
 
 @dataclass(frozen=True)
@@ -184,48 +193,31 @@ def window_around(log2_lrs: np.ndarray, pred: Prediction, size: int) -> tuple[in
     return int(chosen.min()), int(chosen.max())
 
 
-def widen(stats: LRStats, margin: int, window: int) -> set[int]:
-    """LR indices still needed to bracket the best LR with `margin` trained LRs on each side
-    (none: bracketed). Above it, a diverged LR closes the side (it is "too high"); below it, a
-    diverged LR is skipped (it says nothing of where the loss rises), as the analysis's fit
-    skips it. The grid's end closes either side."""
-    n = len(stats.done)
-    m = stats.argmin()
-    if m < 0:  # nothing trained: the window was above the stable range, step down by a window
-        lowest = int(np.flatnonzero(stats.done).min())
-        return set(range(max(0, lowest - window), lowest))
-    need: set[int] = set()
-    for side in (-1, 1):
-        count, i = 0, m + side
-        while count < margin and 0 <= i < n:
-            if not stats.done[i]:
-                need.add(i)
-                count += 1
-            elif not stats.diverged[i]:
-                count += 1
-            elif side > 0:
-                break
-            i += side
-    return need
+def step_down(stats: LRStats, window: int) -> set[int]:
+    """Nothing trained: the window was above the stable range; step down by a window."""
+    lowest = int(np.flatnonzero(stats.done).min())
+    return set(range(max(0, lowest - window), lowest))
 
 
-def support_needs(stats: LRStats, log2_lrs: np.ndarray, window: float = FIT_WINDOW) -> set[int]:
-    """Grid LRs not run yet that the analysis's fit would use: those within its window
-    (`window` octaves) of the fitted optimum (the argmin's LR while there is none), walking
-    out from the best LR; above it a diverged LR closes the side (nothing above it trains),
-    below it one is skipped (the fit skips it too). Once they are all run, the fit on the
-    search's cells is the fit on the grid's."""
+def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WINDOW) -> set[int]:
+    """Grid LRs not run yet that the analysis's fit could use: every LR less than `octaves`
+    from the best LR (where the fit starts) or from the optimum fitted to what ran (where it
+    ends), walking out from the best LR. Above it an LR where every seed diverged closes the
+    side (nothing above it trains); below, diverged LRs are skipped (the fit skips them too).
+    Once they have all run, the fit on the search's cells is the fit on the grid's."""
     m = stats.argmin()
     if m < 0:
         return set()
-    centre = log2_optimum(stats, log2_lrs)
+    fitted = log2_optimum(stats, log2_lrs)
+    ends = [log2_lrs[m]] + ([fitted] if math.isfinite(fitted) else [])
+    lo, hi = min(ends) - octaves, max(ends) + octaves
     need: set[int] = set()
     for side in (-1, 1):
         i = m + side
-        while 0 <= i < len(log2_lrs) and abs(log2_lrs[i] - centre) < window:
+        while 0 <= i < len(log2_lrs) and lo < log2_lrs[i] < hi:
             if not stats.done[i]:
                 need.add(i)
-            elif stats.diverged[i] and side > 0:
+            elif side > 0 and stats.all_diverged[i]:
                 break
             i += side
     return need
@@ -244,13 +236,20 @@ def probe_needs(stats: LRStats) -> set[int]:
     return set()
 
 
+_FITS: dict[bytes, float] = {}  # the fit of a curve, by its points (plans are recomputed often)
+
+
 def log2_optimum(stats: LRStats, log2_lrs: np.ndarray) -> float:
-    """lr* as the analysis fits it (quadratic around the argmin of the usable LRs)."""
+    """lr* as the analysis fits it (mutransfer/analysis/fit.py, its window, on the usable LRs)."""
     if stats.argmin() < 0:
         return math.nan
-    fit = fit_optimum(log2_lrs, np.where(stats.usable, stats.loss, np.nan)[None, :],
-                      FIT_WINDOW)
-    return float(fit.log2_lr[0])
+    curve = np.where(stats.usable, stats.loss, np.nan)
+    key = np.concatenate([np.asarray(log2_lrs, float), curve]).tobytes()
+    if key not in _FITS:
+        if len(_FITS) > 100_000:
+            _FITS.clear()
+        _FITS[key] = float(fit_optimum(log2_lrs, curve[None, :], FIT_WINDOW).log2_lr[0])
+    return _FITS[key]
 
 
 @dataclass
@@ -283,7 +282,8 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
         plan = WidthPlan(width, False, prediction, (lo, hi), set(range(lo, hi + 1)), stats)
     if plan.to_finish:
         return plan  # the window is not finished: widening waits for all of it
-    extra = widen(stats, options.margin, options.window) or support_needs(stats, log2_lrs)
+    extra = step_down(stats, options.window) if stats.argmin() < 0 else \
+        support_needs(stats, log2_lrs, options.settle_octaves)
     plan.wanted |= extra
     if extra:
         return plan
@@ -320,6 +320,14 @@ def least_cells(fam: Family, options: Search, per_width: int | None = None) -> i
     rest = len(fam.widths) - n_full
     per = min(per_width or options.window, len(fam.lrs))
     return len(fam.seeds) * (n_full * len(fam.lrs) + rest * per)
+
+
+def settle_count(fam: Family, options: Search) -> int:
+    """LRs of the family's grid strictly within `settle_octaves` of an LR in its middle: what
+    a width runs when its optimum is inside the grid and predicted well."""
+    x = fam.log2_lrs
+    mid = x[len(x) // 2]
+    return max(options.window, int((np.abs(x - mid) < options.settle_octaves).sum()))
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
@@ -411,10 +419,10 @@ class TransferSearch:
 
     def bounds(self) -> tuple[int, int, int]:
         """(least, typical, most) cells the whole search runs from nothing stored; typical:
-        each optimum inside the grid, predicted well (the best LR and `margin` either side)."""
+        each optimum inside the grid, predicted well (every LR within `settle_octaves` of it)."""
         least = sum(least_cells(f, self.options) for f in self.families)
-        per = max(self.options.window, 2 * self.options.margin + 1)
-        typical = sum(least_cells(f, self.options, per) for f in self.families)
+        typical = sum(least_cells(f, self.options, settle_count(f, self.options))
+                      for f in self.families)
         return least, typical, sum(len(f.ids) for f in self.families)
 
     def expected(self) -> int:
