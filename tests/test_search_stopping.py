@@ -68,7 +68,7 @@ def test_a_trial_far_behind_the_best_lr_is_stopped_and_stored_as_stopped(tmp_pat
                       {"w32a": (32, "0", -6.0), "w32b": (32, "0", -10.0)},
                       StopOptions(protect_octaves=1.0))
     unit = TrialUnit.of(TRIAL, {"width": 16, "lr": TRIAL["train"]["lr"], "seed": 0})
-    unit = TrialUnit(unit.config, unit.columns, unit.trial_id, "grid", None, ctx)
+    unit = TrialUnit(unit.config, unit.columns, unit.trial_id, "grid", None, stop=ctx)
     metrics = run_unit(unit, str(tmp_path), "s")
     assert metrics["status"] == "stopped"
     row = read_tables(tmp_path).trials.set_index("trial_id").loc[unit.trial_id]
@@ -94,7 +94,7 @@ def test_a_protected_lr_runs_to_its_end(tmp_path):
                       {"w32a": (32, "0", -6.0), "w32b": (32, "0", -10.0)},
                       StopOptions(protect_octaves=1.5))
     unit = TrialUnit.of(TRIAL, {"width": 16, "lr": TRIAL["train"]["lr"], "seed": 0})
-    unit = TrialUnit(unit.config, unit.columns, unit.trial_id, "grid", None, ctx)
+    unit = TrialUnit(unit.config, unit.columns, unit.trial_id, "grid", None, stop=ctx)
     assert run_unit(unit, str(tmp_path), "s")["status"] == "complete"
     assert read_tables(tmp_path).trials.set_index("trial_id").loc[unit.trial_id,
                                                                   "steps_done"] == 12
