@@ -62,6 +62,16 @@ class ModelConfig(StrictModel):
         return self.arch in BUILTIN_ARCHS
 
     @model_validator(mode="after")
+    def _factory_fields(self) -> ModelConfig:
+        if self.builtin and self.options:
+            raise ValueError(f"options are the keyword arguments of a package.module:factory "
+                             f"arch; {self.arch} takes its settings from the model fields")
+        if self.builtin and self.loss == "custom":
+            raise ValueError(f"loss: custom is for a package.module:factory arch; {self.arch} "
+                             "returns logits")
+        return self
+
+    @model_validator(mode="after")
     def _dt_range(self) -> ModelConfig:
         if self.dt_min > self.dt_max:
             raise ValueError(f"dt_min ({self.dt_min}) is above dt_max ({self.dt_max})")
