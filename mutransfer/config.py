@@ -12,7 +12,6 @@ from mutransfer.data.config import DataConfig
 from mutransfer.param.config import ParamConfig, Role
 from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
 
-
 BUILTIN_ARCHS = ("mamba", "s4d")
 FACTORY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
                              r":[A-Za-z_][A-Za-z0-9_]*$")

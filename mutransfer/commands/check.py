@@ -58,9 +58,9 @@ def parse_budget(text: str | None) -> Budget:
 
 def _trial_configs(spec):
     """Validated TrialConfigs of the coordinate stage (one per width and seed)."""
-    from mutransfer.coord.settings import DEFAULT_LR
-    from mutransfer.configbase import validate
     from mutransfer.config import TrialConfig
+    from mutransfer.configbase import validate
+    from mutransfer.coord.settings import DEFAULT_LR
 
     c = spec.check.coord
     opt = spec.train.get("optimizer", "adamw")

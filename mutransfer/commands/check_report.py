@@ -28,8 +28,8 @@ def write_report(out: Path, spec, v, judged: pd.DataFrame) -> Path:
     shown = judged[(judged["step"] == last) | (judged["status"] != "ok")]
     cols = ["layer", "quantity", "step", "kind", "slope", "se", "status"]
     sweep_report = out / "sweep" / "analysis" / "report.html"
-    link = (f'<p>Transfer search: <a href="sweep/analysis/report.html">its report</a> '
-            f'(lr* per width, loss curves).</p>' if sweep_report.exists() else "")
+    link = ('<p>Transfer search: <a href="sweep/analysis/report.html">its report</a> '
+            '(lr* per width, loss curves).</p>' if sweep_report.exists() else "")
     colour = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}[v.verdict]
     advice = "".join(f"<li>{html.escape(a)}</li>" for a in v.advice)
     body = f"""<!doctype html><html><head><meta charset="utf-8">

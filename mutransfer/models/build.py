@@ -32,7 +32,7 @@ def make_mixer_factory(cfg, width: int):
 
 def sequence_model(cfg, spec, width: int) -> SequenceModel:
     """The built-in language model (`cfg.model.arch` mamba or s4d) at `width`, at the
-    reference init (no parameterization yet): the built-in factory of mutransfer/models/factory.py."""
+    reference init (no parameterization yet): the built-in factory of models/factory.py."""
     tokens = spec.kind == "tokens"
     return SequenceModel(
         width, cfg.model.base_width, cfg.model.n_layer, make_mixer_factory(cfg, width),
