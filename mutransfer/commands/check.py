@@ -99,14 +99,14 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
     smallest and largest width), the sweep of the transfer stage, the budget."""
     from mutransfer.data import load_data
     from mutransfer.models.factory import probe
-    from mutransfer.sweep.driver import prepare
-    from mutransfer.sweep.transfer import TransferSearch
 
     source = load_data(configs[0].data)
     for cfg in (configs[0], configs[-1]):
         probe(cfg, source.spec)
     if coord_only:
         return None
+    from mutransfer.sweep.driver import prepare  # Ray: only when the search runs
+    from mutransfer.sweep.transfer import TransferSearch
     plan = prepare(spec.sweep(), check_data=True)
     least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
     from mutransfer.config import TrialConfig
