@@ -275,3 +275,21 @@ def test_apply_is_unchanged_for_builtin_declared_roles():
     apply_parameterization(b, cfg)
     for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
         assert torch.equal(p, q), n
+
+
+def test_sweep_refuses_a_bad_factory_before_any_trial(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "userfac_sweep.py").write_text(
+        GOOD + "\ndef make(width, **kw):\n    return M(16)\n")
+    sweep = tmp_path / "sweep.yaml"
+    out = tmp_path / "out"
+    sweep.write_text(yaml.safe_dump({
+        "name": "s", "model": {"arch": "userfac_sweep:make", "base_width": 32},
+        "data": {"source": "stdlib"}, "train": {"steps": 2}, "storage": str(out),
+        "axes": {"width": [32, 64], "lr": [0.001], "parameterization": ["mup"]}}))
+    assert main(["sweep", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "parameter count does not change with width" in err.splitlines()[-1]
+    assert not out.exists()
