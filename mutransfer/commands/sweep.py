@@ -110,9 +110,9 @@ def probe_factories(path: str) -> None:
     its code anyway."""
     from mutransfer.configbase import read_yaml
 
-    model = (read_yaml(path).get("model") or {}) if isinstance(path, str) else {}
-    if str(model.get("arch", "mamba")) in ("mamba", "s4d"):
-        return
+    model = read_yaml(path).get("model") if isinstance(path, str) else None
+    if not isinstance(model, dict) or str(model.get("arch", "mamba")) in ("mamba", "s4d"):
+        return  # nothing to import (a malformed file: the sweep's own check says why)
     from mutransfer.commands.validate import _factory_note
     from mutransfer.sweep.driver import prepare
 
