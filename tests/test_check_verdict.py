@@ -81,3 +81,16 @@ def test_check_file_becomes_a_transfer_sweep():
     assert sweep["axes"]["width"] == [64, 128, 256] and sweep["axes"]["seed"] == [0, 1]
     assert sweep["search"]["kind"] == "transfer"
     assert sweep["storage"].endswith("results/check/c/sweep")
+
+
+def test_logit_updates_may_shrink_to_the_readout_init_term_but_no_further():
+    from mutransfer.analysis.checkverdict import relax_logit_updates
+
+    j = judged(("logits", 1, "dh", -0.32))  # a correct muP's first logit updates
+    assert decide(j, COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"
+    relaxed = relax_logit_updates(j, 0.15, 3.0)
+    assert decide(relaxed, COORD, BEHIND, GOOD_DRIFT).verdict == "PASS"
+    twice = relax_logit_updates(judged(("logits", 1, "dh", -1.0)), 0.15, 3.0)
+    assert decide(twice, COORD, BEHIND, GOOD_DRIFT).named_role == "readout"
+    grows = relax_logit_updates(judged(("logits", 1, "dh", 0.5)), 0.15, 3.0)
+    assert decide(grows, COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"

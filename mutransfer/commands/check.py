@@ -127,6 +127,7 @@ def _coord_stage(spec, out: Path, configs, lr: float):
     """Measure (or reuse the stored measurement with the same settings), then judge."""
     import pandas as pd
 
+    from mutransfer.analysis.checkverdict import relax_logit_updates
     from mutransfer.analysis.coordverdict import judge, slopes
     from mutransfer.coord import anymodel
     from mutransfer.data import load_data
@@ -152,7 +153,8 @@ def _coord_stage(spec, out: Path, configs, lr: float):
         meta.write_text(json.dumps({"key": key, "behind": behind}))
         print(f"coordinate check: {len(configs)} runs x {c.steps} steps, lr {lr:g}, "
               f"{time.time() - t0:.0f} s")
-    judged = judge(slopes(coord.drop(columns="order")), c.tolerance, c.margin)
+    judged = relax_logit_updates(judge(slopes(coord.drop(columns="order")), c.tolerance,
+                                       c.margin), c.tolerance, c.margin)
     judged.to_parquet(out / "slopes.parquet", index=False)
     return coord, judged, behind
 
