@@ -207,6 +207,8 @@ def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
     v = decide(judged, coord, behind, drift, c.drift_tolerance, seeds=len(c.seeds),
                steps=int(spec.train.get("steps", 200)), widths=len(c.widths))
     if stopped:
+        v.advice = [a for a in v.advice if "--coord-only" not in a]
+        v.reason = v.reason.replace("did not run", "did not finish")
         v.advice.insert(0, f"the budget ({budget.minutes:g} min) stopped the transfer search;"
                            f" its trials are stored: run again to resume, or raise --budget")
     elapsed = time.time() - t0
