@@ -94,3 +94,9 @@ def test_logit_updates_may_shrink_to_the_readout_init_term_but_no_further():
     assert decide(twice, COORD, BEHIND, GOOD_DRIFT).named_role == "readout"
     grows = relax_logit_updates(judged(("logits", 1, "dh", 0.5)), 0.15, 3.0)
     assert decide(grows, COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"
+
+
+def test_the_logits_name_the_readout_even_when_it_is_tied_to_the_embedding():
+    tied = {**BEHIND, "logits": {"tok.weight": "embedding"}}
+    v = decide(judged(("logits", 0, "h", 0.5)), COORD, tied, None)
+    assert v.named_role == "readout" and "lacks its 1/m multiplier" in v.reason

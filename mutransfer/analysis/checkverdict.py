@@ -71,7 +71,10 @@ class Culprit:
 
     @property
     def role(self) -> str:
-        """The role it names: of a matrix role when one is behind it, else the first."""
+        """The role it names: the logits are the readout's output (tied to the embedding or
+        not); else a matrix role behind it when there is one, else the first."""
+        if self.quantity in ("logits", "loss"):
+            return "readout"
         for r in ("readout", "embedding", "ssm_B", "ssm_C", "hidden"):
             if r in self.params.values():
                 return r
