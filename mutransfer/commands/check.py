@@ -32,8 +32,9 @@ def add_arguments(p, name: str) -> None:
                                                "else results/check/NAME)")
     p.add_argument("--budget", default=None, metavar="N|Nm",
                    help="compute budget: trial-steps (e.g. 20000), refused before anything "
-                        "runs when the search needs more; or minutes (e.g. 10m): the search "
-                        "stops there (stored, resumable) and the verdict says so")
+                        "runs when the check needs more; or minutes from the start (e.g. "
+                        "10m): the transfer search stops there (stored, resumable) and the "
+                        "verdict says so")
     p.add_argument("--coord-only", action="store_true",
                    help="the coordinate check alone (a FAIL is final; else INCONCLUSIVE)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
@@ -159,9 +160,10 @@ def _coord_stage(spec, out: Path, configs, lr: float):
     return coord, judged, behind
 
 
-def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None):
+def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
+                    started: float):
     """Run (or resume) the transfer search; the drift row of its one family, and whether the
-    budget stopped it."""
+    budget (minutes since `started`, the check's start) stopped it."""
     import _thread
 
     from mutransfer import sweep
@@ -172,7 +174,10 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None):
           f"widths {spec.check.widths}, seeds {spec.check.seeds}", flush=True)
     timer = None
     if budget.minutes is not None:
-        timer = threading.Timer(budget.minutes * 60, _thread.interrupt_main)
+        left = budget.minutes * 60 - (time.time() - started)
+        if left <= 0:
+            return None, True
+        timer = threading.Timer(left, _thread.interrupt_main)
         timer.daemon = True
         timer.start()
     stopped = False
@@ -202,7 +207,7 @@ def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
     coord, judged, behind = _coord_stage(spec, out, configs, lr)
     drift, stopped = None, False
     if pre is not None:
-        drift, stopped = _transfer_stage(spec, out, pre, budget, args.num_cpus)
+        drift, stopped = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0)
     c = spec.check
     v = decide(judged, coord, behind, drift, c.drift_tolerance, seeds=len(c.seeds),
                steps=int(spec.train.get("steps", 200)), widths=len(c.widths))
