@@ -36,6 +36,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("logs", "jobs", "logs of a submitted sweep job"),
     ("train", "train", "run one trial from a config file"),
     ("coord-check", "coord_check", "coordinate check: activation sizes against width or depth"),
+    ("check", "check", "does the LR transfer for this model? coordinates + drift, one verdict"),
+    ("roles", "roles", "the parameters' roles of a config's model, as a table to paste"),
     ("autocorr", "autocorr", "autocorrelation lambda_max and timescale against length"),
 ]
 

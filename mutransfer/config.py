@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from mutransfer.configbase import StrictModel, cooldown_steps
 from mutransfer.data.config import DataConfig
-from mutransfer.param.config import ParamConfig
+from mutransfer.param.config import ParamConfig, Role
 from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
+
+BUILTIN_ARCHS = ("mamba", "s4d")
+FACTORY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+                             r":[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ModelConfig(StrictModel):
-    arch: Literal["mamba", "s4d"] = "mamba"
+    arch: str = Field("mamba", description=(
+        "mamba, s4d, or any model: package.module:factory, called as factory(width, "
+        "**options) (and vocab_size= when it takes one); see docs/models.md"))
+    options: dict[str, Any] = Field({}, description=(
+        "keyword arguments of a `package.module:factory` arch (not used by mamba and s4d)"))
+    roles: dict[str, Role] | None = Field(None, description=(
+        "parameter name glob -> role (first match wins); every parameter must match one. "
+        "None: the roles the modules declare (param_roles), else inferred from two widths"))
+    loss: Literal["lm", "custom"] = Field("lm", description=(
+        "lm: the model maps token ids (b, L) to logits (b, L, vocab) and the data's loss "
+        "applies; custom: model(inputs, targets) returns the loss itself"))
     n_layer: int = Field(2, ge=1)
     base_n_layer: int | None = Field(None, ge=1, description=(
         "n_layer at the base shape, L_base of the depth parameterization (param.depth); "
@@ -34,6 +49,29 @@ class ModelConfig(StrictModel):
     keep_nonpositive: bool = False  # clamp Re(A) <= 0 during training
     imag_init: ImagInit = ImagInit()
     s4d: S4DOptions = S4DOptions()
+
+    @field_validator("arch")
+    @classmethod
+    def _arch_name(cls, value: str) -> str:
+        if value not in BUILTIN_ARCHS and not FACTORY_PATTERN.match(value):
+            raise ValueError(f"{value!r} is neither a built-in arch ({', '.join(BUILTIN_ARCHS)}) "
+                             "nor package.module:factory")
+        return value
+
+    @property
+    def builtin(self) -> bool:
+        """mamba or s4d (the package's own models), not a user factory."""
+        return self.arch in BUILTIN_ARCHS
+
+    @model_validator(mode="after")
+    def _factory_fields(self) -> ModelConfig:
+        if self.builtin and self.options:
+            raise ValueError(f"options are the keyword arguments of a package.module:factory "
+                             f"arch; {self.arch} takes its settings from the model fields")
+        if self.builtin and self.loss == "custom":
+            raise ValueError(f"loss: custom is for a package.module:factory arch; {self.arch} "
+                             "returns logits")
+        return self
 
     @model_validator(mode="after")
     def _dt_range(self) -> ModelConfig:

@@ -75,6 +75,7 @@ def run_sweep(args: SweepArgs) -> int:
     if args.dry_run:
         print(sweep.dry_run(args.path, **where, gpu=args.gpu, mfu=args.mfu), file=out)
         return 0
+    probe_factories(args.path)
     result = sweep.run(args.path, **where, out=out)
     if result.to_run == 0:
         from mutransfer.sweep.search import strategy_for
@@ -103,6 +104,25 @@ def run_sweep(args: SweepArgs) -> int:
               file=out)
         return 1
     return 0
+
+
+def probe_factories(path: str) -> None:
+    """A `package.module:factory` arch is imported and its model probed at the smallest and
+    largest width before any trial starts (one line, exit 2, on a bad factory); the sweep runs
+    its code anyway."""
+    from mutransfer.configbase import read_yaml
+
+    model = read_yaml(path).get("model") if isinstance(path, str) else None
+    if not isinstance(model, dict) or str(model.get("arch", "mamba")) in ("mamba", "s4d"):
+        return  # nothing to import (a malformed file: the sweep's own check says why)
+    from mutransfer.commands.validate import _factory_note
+    from mutransfer.sweep.driver import prepare
+
+    _factory_note(prepare(path, check_data=False), _Probe())
+
+
+class _Probe:
+    import_model = True
 
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:

@@ -16,6 +16,9 @@ def add_arguments(p, name: str) -> None:
         p.add_argument("--no-data", dest="data", action="store_false",
                        help="skip the data check (data that is only on the cluster)")
         p.add_argument("--data", dest="data", action="store_true", help=argparse.SUPPRESS)
+        p.add_argument("--import", dest="import_model", action="store_true",
+                       help="import a package.module:factory arch and probe its model (this "
+                            "runs the module's code; without it validate never imports it)")
         add_max_cells(p)
         add_cost_options(p)
     p.set_defaults(_name=name)
@@ -47,6 +50,31 @@ def run(args) -> int:
         plan = prepare(path, check_data=args.data, max_cells=args.max_cells)
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
-              + ("" if args.data else " (data not checked)"))
+              + ("" if args.data else " (data not checked)") + _factory_note(plan, args))
         print(plan_cost(plan, args.gpu, args.mfu))
     return 0
+
+
+def _factory_note(plan, args) -> str:
+    """Probe the user factories of the plan (--import), or say they were not imported."""
+    from mutransfer.config import TrialConfig
+
+    configs = sorted((TrialConfig.model_validate(c.config) for c in plan.cells),
+                     key=lambda t: t.width)
+    configs = [t for t in configs if not t.model.builtin]
+    if not configs:
+        return ""
+    archs = sorted({t.model.arch for t in configs})
+    if not args.import_model:
+        return f" (model {', '.join(archs)} not imported: --import runs its code to check it)"
+    from mutransfer.data import load_data
+    from mutransfer.models.factory import probe
+
+    seen = set()
+    for t in configs:
+        key = (t.model.model_dump_json(), t.width)
+        if key in seen or t.width not in (configs[0].width, configs[-1].width):
+            continue
+        seen.add(key)
+        probe(t, load_data(t.data).spec)
+    return f" (model {', '.join(archs)} imported and probed)"

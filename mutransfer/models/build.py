@@ -7,7 +7,6 @@ import torch.nn as nn
 from mutransfer.models.data_init import apply_init_schemes
 from mutransfer.models.lm import SequenceModel
 from mutransfer.models.mamba import MambaMixer
-from mutransfer.param.apply import apply_parameterization
 
 
 def make_mixer_factory(cfg, width: int):
@@ -31,22 +30,32 @@ def make_mixer_factory(cfg, width: int):
     raise ValueError(f"unknown arch {mc.arch!r}")
 
 
-def build_model(cfg, spec, sample=None) -> SequenceModel:
-    """The model of `cfg` (a TrialConfig) for data described by `spec` (a DataSpec).
-
-    `sample`: a batch `(inputs, targets)` (or the inputs alone) from the training data, needed
-    by the data-dependent init schemes (model.dt_init autocorr, model.imag_init memory; see
-    mutransfer/models/data_init.py); ignored by the others. model.imag_init memory: task reads
-    the task's own memory function from `spec.memory_kernel`.
-    """
+def sequence_model(cfg, spec, width: int) -> SequenceModel:
+    """The built-in language model (`cfg.model.arch` mamba or s4d) at `width`, at the
+    reference init (no parameterization yet): the built-in factory of models/factory.py."""
     tokens = spec.kind == "tokens"
-    model = SequenceModel(
-        cfg.width, cfg.model.base_width, cfg.model.n_layer, make_mixer_factory(cfg, cfg.width),
+    return SequenceModel(
+        width, cfg.model.base_width, cfg.model.n_layer, make_mixer_factory(cfg, width),
         vocab_size=spec.vocab_size if tokens else None,
         input_dim=None if tokens else spec.input_dim,
         output_dim=spec.output_dim, tie_embeddings=cfg.model.tie_embeddings,
         embedding_std=cfg.model.embedding_std,
     )
-    apply_parameterization(model, cfg)
-    apply_init_schemes(model, cfg, spec, sample)
+
+
+def build_model(cfg, spec, sample=None) -> nn.Module:
+    """The model of `cfg` (a TrialConfig) for data described by `spec` (a DataSpec).
+
+    Every arch, built-in or `package.module:factory`, goes through the same seam
+    (mutransfer/models/factory.py): factory, roles, parameterization. `sample`: a batch
+    `(inputs, targets)` (or the inputs alone) from the training data, needed by the
+    data-dependent init schemes of the built-in SSMs (model.dt_init autocorr, model.imag_init
+    memory; see mutransfer/models/data_init.py); ignored by the others. model.imag_init memory:
+    task reads the task's own memory function from `spec.memory_kernel`.
+    """
+    from mutransfer.models.factory import build
+
+    model = build(cfg, spec)
+    if cfg.model.builtin:
+        apply_init_schemes(model, cfg, spec, sample)
     return model

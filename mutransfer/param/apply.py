@@ -12,7 +12,12 @@ from mutransfer.errors import UserError
 from mutransfer.param.config import ROLES
 from mutransfer.param.depth import block_parameters, depth_rule, set_branch_multipliers
 from mutransfer.param.rescalable import RescalableWeight
+from mutransfer.param.roles import MATRIX_ROLES, owners
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
+
+READOUT_HOOK = ("the readout's forward multiplier has no hook: give the model a `readout_mult` "
+                "attribute (1.0) that its forward multiplies the logits by, or name the "
+                "readout weight in model.roles (docs/models.md)")
 
 
 def assign_roles(model: nn.Module) -> dict[str, str]:
@@ -35,8 +40,17 @@ def assign_roles(model: nn.Module) -> dict[str, str]:
     return roles
 
 
+def model_roles(model: nn.Module) -> dict[str, str]:
+    """The roles the model was built with (`mutransfer_roles`, set by the parameterization),
+    else those its modules declare."""
+    roles = getattr(model, "mutransfer_roles", None)
+    return dict(roles) if roles is not None else assign_roles(model)
+
+
 def multipliers(cfg) -> tuple[float, float]:
-    """(m, n): width multiplier and d_state multiplier."""
+    """(m, n): width multiplier and d_state multiplier (1 for a model from a factory)."""
+    if not getattr(cfg.model, "builtin", True):
+        return cfg.width / cfg.model.base_width, 1.0
     base_n = cfg.model.base_d_state or cfg.model.d_state
     return cfg.width / cfg.model.base_width, cfg.model.d_state / base_n
 
@@ -47,31 +61,69 @@ def _check_vector_rule(rule: RoleRule) -> None:
                         "and have no forward multiplier; only lr_* and wd can be overridden")
 
 
-def apply_parameterization(model: nn.Module, cfg) -> None:
+def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None = None,
+                           fan_in_ratio: dict[str, float] | None = None) -> None:
     """Rescale role-governed weights and set forward multipliers for `cfg.param` at `cfg.width`
     and, with a depth parameterization (`cfg.param.depth`), at `cfg.model.n_layer`.
 
-    Every module initialises its own parameters (the reference init); this pass only
-    multiplies each `RescalableWeight`'s weight to the std its role's rule gives, and fails
+    `roles`: full parameter name -> role (default: what the modules declare); they are kept on
+    the model as `mutransfer_roles` for the optimizer's param groups. Every module initialises
+    its own parameters; this pass only multiplies the weights of the matrix roles, and fails
     loudly, naming the parameter, if anything else changed: an init a module owns (the Δ bias,
     A_log, D, the conv, the norms, any future one) cannot be overwritten here unnoticed.
+
+    A `RescalableWeight` knows its own init and multiplier. Any other parameter is taken at the
+    init its module gave it, read as the standard one (PyTorch's defaults): std ∝ 1/√fan_in
+    for the matrix roles (hidden, readout, ssm_B, ssm_C), width-independent for embeddings;
+    it is multiplied by the rule's init over that (`fan_in_ratio`: its fan-in over the base
+    model's, default m). A forward multiplier other than 1 goes on the readout's logits through
+    the model's `readout_mult` attribute when it has one, else on the output of the module
+    that holds the parameter (a forward hook).
     """
     rules = rules_for(cfg.param)
     _check_vector_rule(rules["vector"])
     m, n = multipliers(cfg)
     depth = depth_rule(cfg)
-    assign_roles(model)  # fails early, naming any parameter without a role
-    scaled = {name: module for name, module in model.named_modules()
-              if isinstance(module, RescalableWeight)}
-    governed = {f"{name}.weight" if name else "weight" for name in scaled}
+    roles = assign_roles(model) if roles is None else dict(roles)
+    fan_in_ratio = fan_in_ratio or {}
+    own = owners(model)
+    governed = {name for name, role in roles.items() if role != "vector"
+                or (isinstance(own[name][0], RescalableWeight) and own[name][1] == "weight")}
+    readout_attr = hasattr(model, "readout_mult")
     with unchanged_outside(model, governed):
-        for module in scaled.values():
-            rule = rules[module.param_roles["weight"]]
-            module.rescale_init(rule.init_scale(module.width_mult(m), n)
-                                * depth.init_scale(module.depth_init_exp))
-            module.mult = rule.forward_mult(m)
-    model.readout_mult = rules["readout"].forward_mult(m)
+        for name in sorted(governed):
+            role, (module, local) = roles[name], own[name]
+            rule = rules[role]
+            if isinstance(module, RescalableWeight) and local == "weight":
+                module.rescale_init(rule.init_scale(module.width_mult(m), n)
+                                    * depth.init_scale(module.depth_init_exp))
+                module.mult = rule.forward_mult(m)
+                continue
+            r = fan_in_ratio.get(name, m)
+            ref = r**-0.5 if role in MATRIX_ROLES else 1.0
+            with torch.no_grad():
+                getattr(module, local).mul_(rule.init_scale(r, n) / ref)
+            mult = rule.forward_mult(m)
+            if not (role == "readout" and readout_attr):
+                set_output_multiplier(module, mult)
+    readout = rules["readout"].forward_mult(m)
+    if readout_attr:
+        model.readout_mult = readout
+    elif readout != 1.0 and "readout" not in roles.values():
+        raise UserError(READOUT_HOOK)
     set_branch_multipliers(model, depth)
+    model.mutransfer_roles = roles
+
+
+def set_output_multiplier(module: nn.Module, mult: float) -> None:
+    """Multiply `module`'s output by `mult` (a forward hook; replaces an earlier one)."""
+    old = getattr(module, "_mutransfer_mult_hook", None)
+    if old is not None:
+        old.remove()
+        module._mutransfer_mult_hook = None
+    if mult != 1.0:
+        module._mutransfer_mult_hook = module.register_forward_hook(
+            lambda _mod, _inp, out: out * mult)
 
 
 @contextmanager
@@ -102,7 +154,7 @@ def param_groups(model: nn.Module, cfg) -> list[dict]:
     base_lr, base_wd = cfg.train.lr, cfg.train.weight_decay
     params = dict(model.named_parameters())
     groups: dict[tuple[str, float], dict] = {}
-    for name, role in assign_roles(model).items():
+    for name, role in model_roles(model).items():
         rule = rules[role]
         width_scale = rule.lr_scale(family, m, n)
         depth_scale = depth.lr_scale(family) if name in in_blocks else 1.0

@@ -1,0 +1,225 @@
+"""`mutransfer check`'s verdict: the coordinate check and the lr* drift, as one answer.
+
+PASS: no coordinate grows or vanishes robustly with width (coordverdict's noise model) and the
+95% interval of the lr* drift (log2 lr* per doubling of width) lies inside ±tolerance.
+FAIL: a robust coordinate violation, or a drift interval wholly outside ±tolerance. The culprit
+is the first robust violation in the order the model computes (earliest step, then forward
+order): its quantity, the parameters behind it and their roles, the direction and the slope,
+with what to change. INCONCLUSIVE: no violation, but the drift interval straddles the bound or
+is missing; it says what to add (seeds, steps, widths, a wider LR grid).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+# (role, kind, direction) -> what it usually means; kind h: size at init or after training,
+# dh: the update's size; direction: grows / vanishes
+ADVICE = {
+    ("embedding", "h", "vanishes"): "the embedding's init shrinks with width (e.g. std "
+    "1/√width); muP keeps it width-independent",
+    ("embedding", "h", "grows"): "the embedding's init grows with width; keep its std fixed",
+    ("embedding", "dh", "grows"): "the embedding's LR grows with width; under Adam it must "
+    "stay fixed",
+    ("embedding", "dh", "vanishes"): "the embedding's LR shrinks with width (scaled like a "
+    "hidden weight?); under Adam it must stay fixed",
+    ("hidden", "h", "grows"): "a hidden weight's init is not scaled as 1/√fan_in (a "
+    "width-independent std?)",
+    ("hidden", "h", "vanishes"): "a hidden weight's init shrinks faster than 1/√fan_in",
+    ("hidden", "dh", "grows"): "the hidden weights' Adam LR is not scaled as 1/width (SGD: "
+    "their LR grows with width)",
+    ("hidden", "dh", "vanishes"): "the hidden weights' LR shrinks too fast with width",
+    ("readout", "h", "grows"): "the readout lacks its 1/m multiplier (or its init is too "
+    "large)",
+    ("readout", "dh", "grows"): "the readout lacks its 1/m multiplier, or its LR is not "
+    "scaled",
+    ("readout", "h", "vanishes"): "the readout's output shrinks with width: a 1/m multiplier "
+    "applied twice?",
+    ("readout", "dh", "vanishes"): "the readout's updates shrink with width: its multiplier "
+    "or LR is scaled twice",
+    ("ssm_B", "dh", "grows"): "W_B's LR is not scaled with width (classed vector-like?); "
+    "give it role ssm_B under mup_ssm",
+    ("ssm_C", "dh", "grows"): "W_C's LR is not scaled with width (classed vector-like?); "
+    "give it role ssm_C under mup_ssm",
+    ("vector", "dh", "grows"): "a vector parameter's LR grows with width, or a weight "
+    "feeding it is classed vector (W_B/W_C?)",
+    ("vector", "h", "grows"): "a vector-like parameter's init grows with width",
+    ("vector", "h", "vanishes"): "a vector-like parameter's init shrinks with width",
+}
+
+
+@dataclass
+class Culprit:
+    """The first robust coordinate violation, with the parameters behind it."""
+
+    label: str  # e.g. ΔL0.B@t1
+    quantity: str
+    kind: str
+    step: int
+    slope: float
+    se: float
+    direction: str  # grows / vanishes
+    params: dict[str, str] = field(default_factory=dict)  # name -> role
+
+    @property
+    def roles(self) -> list[str]:
+        return sorted(set(self.params.values()))
+
+    @property
+    def role(self) -> str:
+        """The role it names: the logits are the readout's output (tied to the embedding or
+        not); else a matrix role behind it when there is one, else the first."""
+        if self.quantity in ("logits", "loss"):
+            return "readout"
+        for r in ("readout", "embedding", "ssm_B", "ssm_C", "hidden"):
+            if r in self.params.values():
+                return r
+        return self.roles[0] if self.roles else "?"
+
+    def text(self) -> str:
+        what = "its update " if self.kind == "dh" else ""
+        when = f"after step {self.step}" if self.step else "at init"
+        names = ", ".join(f"{n} ({r})" for n, r in list(self.params.items())[:4])
+        more = f" +{len(self.params) - 4} more" if len(self.params) > 4 else ""
+        advice = ADVICE.get((self.role, self.kind, self.direction), "")
+        return (f"{self.quantity}: {what}{self.direction} as width^{self.slope:+.2f} "
+                f"(± {self.se:.2f}) {when}; behind it: {names or '?'}{more}"
+                + (f": {advice}" if advice else ""))
+
+
+@dataclass
+class Verdict:
+    verdict: str  # PASS / FAIL / INCONCLUSIVE
+    reason: str
+    culprit: Culprit | None = None
+    drift: float = math.nan
+    drift_low: float = math.nan
+    drift_high: float = math.nan
+    robust: int = 0
+    borderline: int = 0
+    checked: int = 0
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def named_role(self) -> str:
+        return self.culprit.role if self.culprit is not None else ""
+
+    def drift_text(self) -> str:
+        if not math.isfinite(self.drift):
+            return "no drift"
+        if not (math.isfinite(self.drift_low) and math.isfinite(self.drift_high)):
+            return f"{self.drift:+.2f}/doubling (no interval)"
+        return f"{self.drift:+.2f}/doubling [{self.drift_low:+.2f}, {self.drift_high:+.2f}]"
+
+    def text(self) -> str:
+        lines = [f"{self.verdict}: {self.reason}"]
+        lines += [f"  - {a}" for a in self.advice]
+        return "\n".join(lines)
+
+
+LOGIT_UPDATE_FLOOR = -0.5  # the slope a base-init readout's share of Δlogits shrinks at
+
+
+def relax_logit_updates(judged: pd.DataFrame, tol: float, margin: float) -> pd.DataFrame:
+    """The logits' updates may shrink down to width^-½ (by more than that, or any growth
+    beyond the tolerance, still counts). Under muP, Δlogits = (W₀·Δx + ΔW·x)/m: the first part,
+    the base-init readout reading the features' change, shrinks as m^-½, the second is Θ(1), so
+    at the first steps and small widths their sum shrinks towards its limit (docs/
+    parameterizations.md measured -0.21 at step 1, widths 64-1024; correct tiny GPTs at widths
+    32-128 give -0.3). A readout multiplier applied twice still shows (-1)."""
+    out = judged.copy()
+    sel = (out["quantity"] == "logits") & (out["kind"] == "dh")
+    s = out.loc[sel, "slope"].to_numpy(float)
+    se = out.loc[sel, "se"].fillna(0.0).to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        ex = np.maximum.reduce([s - tol, (LOGIT_UPDATE_FLOOR - tol) - s, np.zeros_like(s)])
+    ex = np.where(np.isfinite(s), ex, np.inf)
+    out.loc[sel, "excess"] = ex
+    out.loc[sel, "status"] = np.where(ex <= 0, "ok",
+                                      np.where(ex > margin * se, "robust", "borderline"))
+    return out
+
+
+def forward_order(coord: pd.DataFrame) -> dict[tuple[int, str], int]:
+    """(layer, quantity) -> its position in the forward pass (first seen, smallest order)."""
+    g = coord.groupby(["layer", "quantity"], sort=False)["order"].min()
+    return {k: int(v) for k, v in g.items()}
+
+
+def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,
+               behind: dict[str, dict[str, str]]) -> Culprit | None:
+    """The first robust violation: earliest step, then first in forward order."""
+    robust = judged[judged["status"] == "robust"]
+    if not len(robust):
+        return None
+    order = forward_order(coord)
+    keyed = robust.assign(_o=[order.get((int(r.layer), r.quantity), 10**6)
+                              for r in robust.itertuples()])
+    r = keyed.sort_values(["step", "_o", "kind"]).iloc[0]
+    name = r["quantity"] if r["layer"] < 0 else f"layer{int(r['layer'])}.{r['quantity']}"
+    from mutransfer.analysis.coordverdict import label
+
+    return Culprit(label=label(r), quantity=name, kind=r["kind"], step=int(r["step"]),
+                   slope=float(r["slope"]), se=float(r["se"]) if np.isfinite(r["se"]) else 0.0,
+                   direction="grows" if r["slope"] > 0 else "vanishes",
+                   params=dict(behind.get(name, {})))
+
+
+def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str, str]],
+           drift: dict | None, tolerance: float = 0.25, seeds: int = 0, steps: int = 0,
+           widths: int = 0) -> Verdict:
+    """One verdict from the judged coordinate slopes and the drift row (slope, ci_low, ci_high,
+    n_edge, note; None when the transfer stage did not run)."""
+    culprit = culprit_of(judged, coord, behind)
+    counts = {"robust": int((judged["status"] == "robust").sum()),
+              "borderline": int((judged["status"] == "borderline").sum()),
+              "checked": int(len(judged))}
+    d = drift or {}
+    slope = float(d.get("slope", math.nan))
+    lo, hi = float(d.get("ci_low", math.nan)), float(d.get("ci_high", math.nan))
+    v = Verdict("", "", culprit, slope, lo, hi, **counts)
+    has_ci = math.isfinite(lo) and math.isfinite(hi)
+    drift_fail = has_ci and (lo > tolerance or hi < -tolerance)
+    drift_pass = has_ci and -tolerance <= lo and hi <= tolerance
+    way = "up" if slope > 0 else "down"
+    drift_words = (f"lr* moves {way} by {abs(slope):.2f} octave per doubling of width "
+                   f"(95% interval [{lo:+.2f}, {hi:+.2f}], allowed ±{tolerance:g})"
+                   if has_ci else f"lr* drift {v.drift_text()}")
+    if culprit is not None or drift_fail:
+        v.verdict = "FAIL"
+        parts = []
+        if culprit is not None:
+            parts.append(culprit.text())
+        if drift is not None:
+            parts.append(drift_words)
+        v.reason = "; ".join(parts)
+        if culprit is None:
+            v.advice.append("no coordinate scales robustly, yet the optimum moves: look at "
+                            "the roles' LR exponents (`mutransfer roles CONFIG`)")
+        return v
+    if drift_pass:
+        v.verdict = "PASS"
+        v.reason = (f"no coordinate grows or vanishes robustly ({counts['checked']} slopes, "
+                    f"{counts['borderline']} borderline); {drift_words}")
+        return v
+    v.verdict = "INCONCLUSIVE"
+    if drift is None:
+        v.reason = "the coordinate check passes, but the transfer stage did not run"
+        v.advice.append("run without --coord-only (or raise --budget) for the lr* drift")
+    elif not has_ci:
+        v.reason = f"the coordinate check passes, but the lr* drift has no interval " \
+                   f"({d.get('note') or 'too few widths with an optimum'})"
+        if int(d.get("n_edge", 0) or 0):
+            v.advice.append("an optimum is on the LR grid's edge: widen check.lr")
+        v.advice.append("more seeds (check.seeds) give each lr* an interval")
+    else:
+        v.reason = (f"the coordinate check passes; {drift_words}: the interval crosses the "
+                    f"bound")
+        v.advice.append(f"more seeds (now {seeds}) narrow each lr*; more steps (now {steps}) "
+                        f"make the loss curves less noisy; more widths (now {widths}) "
+                        f"lengthen the lever arm of the drift fit")
+    return v

@@ -1,0 +1,242 @@
+"""`mutransfer check FILE`: does the LR transfer for this model under this parameterization?
+
+Stage 1, the coordinate check across the widths (mutransfer/coord/anymodel.py, judged by
+mutransfer/analysis/coordverdict.py); stage 2, a transfer search over the widths with seeds (a
+sweep, `search: {kind: transfer}`, stored under OUT/sweep and resumable); then one verdict
+(mutransfer/analysis/checkverdict.py): PASS, FAIL naming the culprit, or INCONCLUSIVE saying
+what to change. Exit code 0 PASS, 1 FAIL, 3 INCONCLUSIVE; 2 bad input (nothing written).
+Writes OUT/coord.parquet, slopes.parquet, verdict.json, report.html (and the sweep's own
+report under OUT/sweep/analysis/). A re-run reuses the stored coordinate check (same
+settings) and the stored trials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mutransfer.errors import UserError
+
+EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("file", help="check file (YAML), e.g. examples/tiny_gpt_check.yaml")
+    p.add_argument("--out", default=None, help="output folder (default: the file's storage, "
+                                               "else results/check/NAME)")
+    p.add_argument("--budget", default=None, metavar="N|Nm",
+                   help="compute budget: trial-steps (e.g. 20000), refused before anything "
+                        "runs when the check needs more; or minutes from the start (e.g. "
+                        "10m): the transfer search stops there (stored, resumable) and the "
+                        "verdict says so")
+    p.add_argument("--coord-only", action="store_true",
+                   help="the coordinate check alone (a FAIL is final; else INCONCLUSIVE)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
+
+
+@dataclass
+class Budget:
+    steps: int | None = None
+    minutes: float | None = None
+
+
+def parse_budget(text: str | None) -> Budget:
+    if text is None:
+        return Budget()
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(m|min)?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise UserError(f"--budget {text}: give trial-steps (e.g. 20000) or minutes (e.g. 10m)")
+    if m.group(2):
+        return Budget(minutes=float(m.group(1)))
+    return Budget(steps=int(float(m.group(1))))
+
+
+def _trial_configs(spec):
+    """Validated TrialConfigs of the coordinate stage (one per width and seed)."""
+    from mutransfer.config import TrialConfig
+    from mutransfer.configbase import validate
+    from mutransfer.coord.settings import DEFAULT_LR
+
+    c = spec.check.coord
+    opt = spec.train.get("optimizer", "adamw")
+    lr = c.lr or DEFAULT_LR["sgd" if opt == "sgd" else "adam"]
+    out = []
+    for width in spec.check.widths:
+        for seed in c.seeds:
+            data = spec.trial(width, lr=lr, seed=seed, grad_clip=None, batch_size=c.batch_size,
+                              seq_len=c.seq_len, warmup=0, schedule="constant")
+            out.append(validate(TrialConfig, data, source=spec.name))
+    return out, lr
+
+
+def _settings_key(spec, lr: float) -> str:
+    return json.dumps({"trial": spec.trial(0), "coord": spec.check.coord.model_dump(),
+                       "widths": spec.check.widths, "lr": lr}, sort_keys=True, default=str)
+
+
+def run(args) -> int:
+    from mutransfer.commands.check_spec import load_check
+    from mutransfer.commands.outputs import check_output_dir
+
+    spec = load_check(args.file)
+    out = Path(args.out) if args.out else spec.out
+    if args.out:
+        spec = spec.model_copy(update={"storage": str(out)})
+    budget = parse_budget(args.budget)
+    check_output_dir(out)
+    configs, lr = _trial_configs(spec)
+    plan = _preflight(spec, configs, budget, args.coord_only)
+    return _run(spec, out, configs, lr, plan, budget, args)
+
+
+def _preflight(spec, configs, budget: Budget, coord_only: bool):
+    """Everything that can be refused before a run: the factory (imported and probed at the
+    smallest and largest width), the sweep of the transfer stage, the budget."""
+    from mutransfer.data import load_data
+    from mutransfer.models.factory import probe
+
+    source = load_data(configs[0].data)
+    for cfg in (configs[0], configs[-1]):
+        probe(cfg, source.spec)
+    if coord_only:
+        return None
+    from mutransfer.sweep.driver import prepare  # Ray: only when the search runs
+    from mutransfer.sweep.transfer import TransferSearch
+    plan = prepare(spec.sweep(), check_data=True)
+    least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
+    from mutransfer.config import TrialConfig
+
+    steps = TrialConfig.model_validate(plan.cells[0].config).train.total_steps \
+        if plan.cells else 0
+    c = spec.check.coord
+    coord_steps = len(configs) * c.steps
+    if budget.steps is not None and coord_steps + least * steps > budget.steps:
+        raise UserError(f"--budget {budget.steps}: the check needs at least "
+                        f"{coord_steps + least * steps:,} trial-steps ({coord_steps} coordinate "
+                        f"+ {least} trials x {steps} steps); raise it, or give fewer widths, "
+                        f"seeds or steps")
+    return {"plan": plan, "least": least, "most": most, "steps": steps}
+
+
+def _coord_stage(spec, out: Path, configs, lr: float):
+    """Measure (or reuse the stored measurement with the same settings), then judge."""
+    import pandas as pd
+
+    from mutransfer.analysis.checkverdict import relax_logit_updates
+    from mutransfer.analysis.coordverdict import judge, slopes
+    from mutransfer.coord import anymodel
+    from mutransfer.data import load_data
+    from mutransfer.statusline import StatusLine
+
+    c = spec.check.coord
+    key = _settings_key(spec, lr)
+    meta = out / "coord.json"
+    if (out / "coord.parquet").exists() and meta.exists() and \
+            json.loads(meta.read_text()).get("key") == key:
+        coord = pd.read_parquet(out / "coord.parquet")
+        behind = json.loads(meta.read_text())["behind"]
+        print(f"coordinate check: reusing {out / 'coord.parquet'}")
+    else:
+        t0 = time.time()
+        status = StatusLine(sys.stderr)
+        coord, behind = anymodel.run(configs, load_data(configs[0].data), c.steps,
+                                     c.batch_size, c.seq_len, progress=lambda d, n, what:
+                                     status.draw(f"coordinate check [{d}/{n}] {what}"))
+        status.close()
+        out.mkdir(parents=True, exist_ok=True)
+        coord.to_parquet(out / "coord.parquet", index=False)
+        meta.write_text(json.dumps({"key": key, "behind": behind}))
+        print(f"coordinate check: {len(configs)} runs x {c.steps} steps, lr {lr:g}, "
+              f"{time.time() - t0:.0f} s")
+    judged = relax_logit_updates(judge(slopes(coord.drop(columns="order")), c.tolerance,
+                                       c.margin), c.tolerance, c.margin)
+    judged.to_parquet(out / "slopes.parquet", index=False)
+    return coord, judged, behind
+
+
+def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
+                    started: float):
+    """Run (or resume) the transfer search; the drift row of its one family, and whether the
+    budget (minutes since `started`, the check's start) stopped it."""
+    import _thread
+
+    from mutransfer import sweep
+    from mutransfer.analysis import analyze, make_plots
+
+    storage = str(out / "sweep")
+    print(f"transfer search: {pre['least']}-{pre['most']} trials of {pre['steps']} steps, "
+          f"widths {spec.check.widths}, seeds {spec.check.seeds}", flush=True)
+    timer = None
+    if budget.minutes is not None:
+        left = budget.minutes * 60 - (time.time() - started)
+        if left <= 0:
+            return None, True
+        timer = threading.Timer(left, _thread.interrupt_main)
+        timer.daemon = True
+        timer.start()
+    stopped = False
+    try:
+        result = sweep.run(spec.sweep(), storage=storage, num_cpus=num_cpus, out=sys.stdout)
+        stopped = result.interrupted
+    except KeyboardInterrupt:
+        stopped = True
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if stopped:
+        return None, True
+    a = analyze(storage)
+    try:
+        make_plots(storage, analysis=a)
+    except Exception as exc:  # the verdict must not depend on the figures
+        print(f"plots failed ({type(exc).__name__}: {exc})")
+    rows = a.drift.to_dict("records")
+    return (rows[0] if rows else None), False
+
+
+def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
+    from mutransfer.analysis.checkverdict import decide
+
+    t0 = time.time()
+    coord, judged, behind = _coord_stage(spec, out, configs, lr)
+    drift, stopped = None, False
+    if pre is not None:
+        drift, stopped = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0)
+    c = spec.check
+    v = decide(judged, coord, behind, drift, c.drift_tolerance, seeds=len(c.seeds),
+               steps=int(spec.train.get("steps", 200)), widths=len(c.widths))
+    if stopped:
+        v.advice = [a for a in v.advice if "--coord-only" not in a]
+        v.reason = v.reason.replace("did not run", "did not finish")
+        v.advice.insert(0, f"the budget ({budget.minutes:g} min) stopped the transfer search;"
+                           f" its trials are stored: run again to resume, or raise --budget")
+    elapsed = time.time() - t0
+    print(v.text())
+    _write(out, spec, v, judged, elapsed)
+    print(f"wrote {out / 'verdict.json'}, {out / 'report.html'} ({elapsed:.0f} s)")
+    return EXIT[v.verdict]
+
+
+def _write(out: Path, spec, v, judged, elapsed: float) -> None:
+    from mutransfer.commands.check_report import write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"name": spec.name, "verdict": v.verdict, "reason": v.reason,
+              "advice": v.advice, "named_role": v.named_role,
+              "culprit": v.culprit.label if v.culprit else None,
+              "culprit_params": v.culprit.params if v.culprit else {},
+              "drift": _num(v.drift), "drift_low": _num(v.drift_low),
+              "drift_high": _num(v.drift_high), "robust": v.robust,
+              "borderline": v.borderline, "checked": v.checked, "seconds": round(elapsed, 1)}
+    (out / "verdict.json").write_text(json.dumps(record, indent=2))
+    write_report(out, spec, v, judged)
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None

@@ -1,0 +1,43 @@
+"""`mutransfer roles CONFIG`: each parameter's role (from model.roles, the modules' own, or
+inferred from two widths), printed as a `model.roles` block to paste into the config and edit.
+
+CONFIG: a sweep file, a check file or one trial's config; its `model` (and `data`, for the
+vocabulary) are used. Importing a `package.module:factory` runs its code.
+"""
+
+from __future__ import annotations
+
+
+def add_arguments(p, name: str) -> None:
+    p.add_argument("config", help="sweep, check or trial config (YAML)")
+    p.add_argument("--width", type=int, default=None,
+                   help="the width to build at (default: twice model.base_width)")
+
+
+def run(args) -> int:
+    from mutransfer.config import TrialConfig
+    from mutransfer.configbase import read_yaml, validate
+    from mutransfer.data import load_data
+    from mutransfer.errors import UserError
+    from mutransfer.models.factory import probe
+    from mutransfer.param.roles import roles_table
+
+    raw = read_yaml(args.config)
+    model = dict(raw.get("model") or {})
+    base = int(model.get("base_width", 64))
+    width = args.width or 2 * base
+    if width <= base:
+        raise UserError(f"--width {width}: give a width above model.base_width {base}")
+    cfg = validate(TrialConfig, {"width": width, "model": model,
+                                 "data": dict(raw.get("data") or {}),
+                                 "param": dict(raw.get("param") or {})}, source=args.config)
+    source = load_data(cfg.data)
+    built = probe(cfg, source.spec)
+    shapes = {n: tuple(p.shape) for n, p in built.model.named_parameters()}
+    how = ("from model.roles" if cfg.model.roles else
+           "declared by the modules or inferred from widths "
+           f"{base} and {width}")
+    print(f"# roles of {cfg.model.arch} ({how}); shapes at width {width}")
+    print("model:")
+    print(roles_table(built.roles, shapes))
+    return 0
