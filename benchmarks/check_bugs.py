@@ -121,7 +121,7 @@ def check_spec(model: str, bug: str, seeds: list[int], widths: list[int]) -> dic
             "check": {"widths": widths, "seeds": [0, 1], "lr": {"log2": [-10, -3],
                                                                "per_octave": 1},
                       "coord": {"steps": 3, "seeds": seeds, "batch_size": 4, "seq_len": 32},
-                      "search": {"window": 3, "margin": 1}}}
+                      "search": {"window": 3}}}
 
 
 def run_one(spec: dict, out: Path, full: bool) -> dict:

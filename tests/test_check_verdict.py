@@ -84,15 +84,22 @@ def test_check_file_becomes_a_transfer_sweep():
 
 
 def test_logit_updates_may_shrink_to_the_readout_init_term_but_no_further():
-    from mutransfer.analysis.checkverdict import relax_logit_updates
+    from mutransfer.analysis.checkverdict import judge_with_logit_floor
+    from mutransfer.analysis.coordverdict import judge
 
-    j = judged(("logits", 1, "dh", -0.32))  # a correct muP's first logit updates
-    assert decide(j, COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"
-    relaxed = relax_logit_updates(j, 0.15, 3.0)
+    def slopes_with(slope):  # three quantities' slopes, 8 seeds' worth of df; logits dh at t1
+        sl = judged().drop(columns="status").assign(df=7.0)
+        sel = (sl["quantity"] == "logits") & (sl["step"] == 1) & (sl["kind"] == "dh")
+        sl.loc[sel, ["slope", "se"]] = [slope, 0.02]
+        return sl
+
+    first = slopes_with(-0.32)  # a correct muP's first logit updates
+    assert decide(judge(first, 0.15, 0.05), COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"
+    relaxed = judge_with_logit_floor(first, 0.15, 0.05)
     assert decide(relaxed, COORD, BEHIND, GOOD_DRIFT).verdict == "PASS"
-    twice = relax_logit_updates(judged(("logits", 1, "dh", -1.0)), 0.15, 3.0)
+    twice = judge_with_logit_floor(slopes_with(-1.0), 0.15, 0.05)
     assert decide(twice, COORD, BEHIND, GOOD_DRIFT).named_role == "readout"
-    grows = relax_logit_updates(judged(("logits", 1, "dh", 0.5)), 0.15, 3.0)
+    grows = judge_with_logit_floor(slopes_with(0.5), 0.15, 0.05)
     assert decide(grows, COORD, BEHIND, GOOD_DRIFT).verdict == "FAIL"
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mutransfer.analysis.coordverdict import excess, judge
+
 # (role, kind, direction) -> what it usually means; kind h: size at init or after training,
 # dh: the update's size; direction: grows / vanishes
 ADVICE = {
@@ -124,24 +126,21 @@ class Verdict:
 LOGIT_UPDATE_FLOOR = -0.5  # the slope a base-init readout's share of Δlogits shrinks at
 
 
-def relax_logit_updates(judged: pd.DataFrame, tol: float, margin: float) -> pd.DataFrame:
-    """The logits' updates may shrink down to width^-½ (by more than that, or any growth
-    beyond the tolerance, still counts). Under muP, Δlogits = (W₀·Δx + ΔW·x)/m: the first part,
-    the base-init readout reading the features' change, shrinks as m^-½, the second is Θ(1), so
-    at the first steps and small widths their sum shrinks towards its limit (docs/
-    parameterizations.md measured -0.21 at step 1, widths 64-1024; correct tiny GPTs at widths
-    32-128 give -0.3). A readout multiplier applied twice still shows (-1)."""
-    out = judged.copy()
-    sel = (out["quantity"] == "logits") & (out["kind"] == "dh")
-    s = out.loc[sel, "slope"].to_numpy(float)
-    se = out.loc[sel, "se"].fillna(0.0).to_numpy(float)
+def judge_with_logit_floor(sl: pd.DataFrame, tol: float, alpha: float) -> pd.DataFrame:
+    """The coordinate verdict's judgement (t test, Holm at `alpha`), except that the logits'
+    updates may shrink down to width^-½ (by more than that, or any growth beyond the tolerance,
+    still counts). Under muP, Δlogits = (W₀·Δx + ΔW·x)/m: the first part, the base-init readout
+    reading the features' change, shrinks as m^-½, the second is Θ(1), so at the first steps
+    and small widths their sum shrinks towards its limit (docs/parameterizations.md measured
+    -0.21 at step 1, widths 64-1024; correct tiny GPTs at widths 32-128 give -0.3). A readout
+    multiplier applied twice still shows (-1)."""
+    ex = excess(sl, tol)
+    sel = ((sl["quantity"] == "logits") & (sl["kind"] == "dh")).to_numpy()
+    s = sl.loc[sel, "slope"].to_numpy(float)
     with np.errstate(invalid="ignore"):
-        ex = np.maximum.reduce([s - tol, (LOGIT_UPDATE_FLOOR - tol) - s, np.zeros_like(s)])
-    ex = np.where(np.isfinite(s), ex, np.inf)
-    out.loc[sel, "excess"] = ex
-    out.loc[sel, "status"] = np.where(ex <= 0, "ok",
-                                      np.where(ex > margin * se, "robust", "borderline"))
-    return out
+        relaxed = np.maximum.reduce([s - tol, (LOGIT_UPDATE_FLOOR - tol) - s, np.zeros_like(s)])
+    ex[sel] = np.where(np.isfinite(s), relaxed, np.inf)
+    return judge(sl, tol, alpha, ex=ex)
 
 
 def forward_order(coord: pd.DataFrame) -> dict[tuple[int, str], int]:

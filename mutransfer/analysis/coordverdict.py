@@ -161,10 +161,12 @@ def excess(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
     return pd.Series(out, index=sl.index)
 
 
-def p_values(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
+def p_values(sl: pd.DataFrame, tol: float = TOLERANCE,
+             ex: pd.Series | None = None) -> pd.Series:
     """One-sided p of "inside the band" per slope: P(T_df > excess / se); 1 inside the band,
-    0 where the excess is infinite or there is no standard error to weigh it by."""
-    ex = excess(sl, tol).to_numpy(float)
+    0 where the excess is infinite or there is no standard error to weigh it by. `ex`: the
+    excess when the band is not ±tol everywhere (default: `excess(sl, tol)`)."""
+    ex = (excess(sl, tol) if ex is None else ex).to_numpy(float)
     se = sl["se"].to_numpy(float)
     df = sl["df"].to_numpy(float)
     p = np.ones(len(sl))
@@ -188,11 +190,13 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def judge(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA) -> pd.DataFrame:
+def judge(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
+          ex: pd.Series | None = None) -> pd.DataFrame:
     """`sl` with `excess`, `p`, `p_holm` (Holm over each parameterization's slopes) and
-    `status`: ok, borderline (outside the band, p_holm > alpha) or robust (a violation)."""
-    ex = excess(sl, tol)
-    p = p_values(sl, tol)
+    `status`: ok, borderline (outside the band, p_holm > alpha) or robust (a violation).
+    `ex`: each slope's excess when the band is not ±tol everywhere (mutransfer check)."""
+    ex = excess(sl, tol) if ex is None else ex
+    p = p_values(sl, tol, ex)
     p_holm = pd.Series(np.ones(len(sl)), index=sl.index)
     for _, idx in sl.groupby("parameterization", sort=False).groups.items():
         p_holm[idx] = holm(p[idx].to_numpy())

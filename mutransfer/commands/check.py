@@ -128,8 +128,8 @@ def _coord_stage(spec, out: Path, configs, lr: float):
     """Measure (or reuse the stored measurement with the same settings), then judge."""
     import pandas as pd
 
-    from mutransfer.analysis.checkverdict import relax_logit_updates
-    from mutransfer.analysis.coordverdict import judge, slopes
+    from mutransfer.analysis.checkverdict import judge_with_logit_floor
+    from mutransfer.analysis.coordverdict import slopes
     from mutransfer.coord import anymodel
     from mutransfer.data import load_data
     from mutransfer.statusline import StatusLine
@@ -154,8 +154,7 @@ def _coord_stage(spec, out: Path, configs, lr: float):
         meta.write_text(json.dumps({"key": key, "behind": behind}))
         print(f"coordinate check: {len(configs)} runs x {c.steps} steps, lr {lr:g}, "
               f"{time.time() - t0:.0f} s")
-    judged = relax_logit_updates(judge(slopes(coord.drop(columns="order")), c.tolerance,
-                                       c.margin), c.tolerance, c.margin)
+    judged = judge_with_logit_floor(slopes(coord.drop(columns="order")), c.tolerance, c.alpha)
     judged.to_parquet(out / "slopes.parquet", index=False)
     return coord, judged, behind
 

@@ -11,7 +11,7 @@
       lr: {log2: [-10, -3], per_octave: 1}
       drift_tolerance: 0.25               # |lr* drift| per doubling of width that passes
       coord: {steps: 3, seeds: [0, 1, 2, 3], batch_size: 4, seq_len: 32}
-      search: {window: 3, margin: 1}      # options of the transfer search (search.kind transfer)
+      search: {window: 3}      # options of the transfer search (search.kind transfer)
 
 A sweep file's sections (`model`, `train`, `data`, `param`) mean what they mean there; the
 transfer stage is a sweep (`search: {kind: transfer}`) stored under STORAGE/sweep.
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from mutransfer.analysis_defaults import COORD_MARGIN_SE, COORD_TOLERANCE
+from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
 from mutransfer.configbase import StrictModel, read_yaml, validate
 from mutransfer.sweep.spec import LRRange
 
@@ -38,7 +38,8 @@ class CoordStage(StrictModel):
     seq_len: int = Field(32, ge=2)
     lr: float | None = Field(None, gt=0, description="default: 3e-3 (Adam), 0.1 (SGD)")
     tolerance: float = Field(COORD_TOLERANCE, gt=0)
-    margin: float = Field(COORD_MARGIN_SE, ge=0)
+    alpha: float = Field(COORD_ALPHA, gt=0, lt=1, description=(
+        "family-wise error rate of the coordinate violations (t test, Holm)"))
 
 
 class CheckOptions(StrictModel):
@@ -48,7 +49,7 @@ class CheckOptions(StrictModel):
     lr: LRRange | list[float] = LRRange(log2=(-10, -3), per_octave=1)
     drift_tolerance: float = Field(0.25, gt=0)
     coord: CoordStage = CoordStage()
-    search: dict[str, Any] = Field(default_factory=lambda: {"window": 3, "margin": 1})
+    search: dict[str, Any] = Field(default_factory=lambda: {"window": 3})
 
     @field_validator("widths")
     @classmethod
