@@ -237,3 +237,15 @@ def test_sweep_file_section_is_checked_against_its_axes(tmp_path):
         bad.write_text(body + f"analysis: {section}\n")
         with pytest.raises(UserError, match=field.replace(".", r"\.")):
             load_plan(bad)
+
+
+def test_a_depth_sweep_at_one_width_has_depth_as_its_scale_axis(tmp_path):
+    # sweeps/depth.yaml's shape: one width, n_layer varies; width is no scale axis then (it
+    # would only give "needs two widths" rows and a law with no fit)
+    t = axes_tables({"width": [64], "model.n_layer": [1, 2, 4, 8]}, "lr", LR_GRID,
+                    lambda p: 2**-8 * (p["model.n_layer"] / 2) ** B_DEPTH, [0, 1, 2])
+    a = analyze(write_results(tmp_path, t))
+    assert a.choice.scale == ("model.n_layer",)
+    (row,) = a.drift.itertuples()
+    assert row.ci_low < B_DEPTH < row.ci_high
+    assert a.law.coef.empty or (a.law.coef["method"] != "wls").all()

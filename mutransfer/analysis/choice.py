@@ -150,15 +150,16 @@ def _scale_values(trials: pd.DataFrame, name: str) -> pd.Series | None:
 
 
 def default_scale(trials: pd.DataFrame) -> tuple[str, ...]:
-    """width, plus model.n_layer and tokens when they vary."""
-    out = [WIDTH]
+    """width, model.n_layer and tokens, those that vary (width alone when none does: a
+    one-width sweep is analysed as before; a depth sweep at one width has depth first)."""
+    out = [WIDTH] if WIDTH in trials and _varies(trials[WIDTH]) else []
     if DEPTH in trials and _varies(trials[DEPTH]):
         out.append(DEPTH)
     if any(c in trials and _varies(trials[c]) for c in TOKEN_SOURCES):
         tokens = training_tokens(trials)
         if tokens.notna().all() and tokens.nunique() > 1:
             out.append(TOKENS)
-    return tuple(out)
+    return tuple(out or [WIDTH])
 
 
 def _check_scale(trials: pd.DataFrame, name: str, where: str) -> None:
