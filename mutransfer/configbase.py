@@ -186,7 +186,11 @@ class DuplicateKeyError(yaml.YAMLError):
 
 def load_yaml(text: str) -> Any:
     """`yaml.safe_load(text)`, refusing duplicate keys (DuplicateKeyError)."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
+    loader = StrictLoader(text)  # a SafeLoader: what yaml.safe_load does, with its constructor
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
