@@ -151,16 +151,25 @@ def _refuse_a_held_store(location: str) -> None:
 NO_AGENT_YET = "No available agent to submit job"
 
 
-def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = 120.0, **job: Any) -> str:
+# how long to wait for it: a head on a busy 2-core machine took over 120 s (CI); a user's
+# fresh cluster is up in seconds, so the wait costs nothing there
+AGENT_WAIT_S = 600.0
+
+
+def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = AGENT_WAIT_S, **job: Any) -> str:
+    import sys
     import time
 
-    deadline = time.monotonic() + timeout_s
+    deadline, said = time.monotonic() + timeout_s, False
     while True:
         try:
             return jobs.submit_job(**job)
         except RuntimeError as exc:
             if NO_AGENT_YET not in str(exc) or time.monotonic() > deadline:
                 raise
+        if not said:  # one line, not one per retry
+            print("waiting for the cluster's job agent to start ...", file=sys.stderr)
+            said = True
         time.sleep(2.0)
 
 
