@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -256,21 +255,6 @@ def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_l
     assert (quarantine / "steps" / steps_part.name).exists()
     assert (quarantine / "trials" / f"part-{ids[1]}.parquet").exists()
     assert_every_cell_once(path, steps)
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 64 KiB tmpfs mounted for the test (needs CAP_SYS_ADMIN: skipped without it)."""
-    mnt = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def remount(mnt: Path, options: str) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -195,26 +193,17 @@ def test_a_sweep_refused_for_a_full_disk_leaves_no_folder(tmp_path, capsys, monk
 
 
 @pytest.fixture
-def full_tmpfs(tmp_path):
-    """A 64 KiB tmpfs filled to the last byte (needs CAP_SYS_ADMIN: skipped without it)."""
-    mnt = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+def full_tmpfs(small_tmpfs):
+    """The 64 KiB tmpfs of conftest.small_tmpfs, filled to the last byte."""
+    fd = os.open(small_tmpfs / "fill", os.O_WRONLY | os.O_CREAT)
     try:
-        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:  # ENOSPC: full
+        while os.write(fd, b"\0" * 4096):
             pass
-        finally:
-            os.close(fd)
-        yield mnt
+    except OSError:  # ENOSPC: full
+        pass
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        os.close(fd)
+    return small_tmpfs
 
 
 def test_a_sweep_on_a_really_full_disk_leaves_no_folder(tmp_path, full_tmpfs, capsys):
