@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -195,25 +196,27 @@ def _check_target(trials: pd.DataFrame, name: str, scale: tuple[str, ...], where
                         f"{num.iloc[0]:g}); nothing to optimise")
 
 
+def _pick(key: str, given: Any, section: dict, sources: dict[str, str]) -> tuple[Any, str]:
+    """The command line's `--key`, else the sweep file's `analysis.key`, else (None, ""): the
+    value and the name a bad one is reported under; `sources[key]` says where it came from."""
+    if given is not None:
+        sources[key] = "command line"
+        return given, f"--{key}"
+    if section.get(key) is not None:
+        sources[key] = "sweep file"
+        return section[key], f"analysis.{key}"
+    return None, ""
+
+
 def resolve(trials: pd.DataFrame, target: str | None = None,
             scale: list[str] | tuple[str, ...] | None = None,
             section: dict | None = None) -> Choice:
     """The choice from the command line (`target`, `scale`), else the sweep file's section,
     else the defaults; a one-line UserError naming the option or field for a bad one."""
     section = section or {}
-    sources = {}
-    if target is not None:
-        where_t, sources["target"] = "--target", "command line"
-    elif section.get("target") is not None:
-        target, where_t, sources["target"] = section["target"], "analysis.target", "sweep file"
-    else:
-        where_t = ""
-    if scale is not None:
-        where_s, sources["scale"] = "--scale", "command line"
-    elif section.get("scale") is not None:
-        scale, where_s, sources["scale"] = section["scale"], "analysis.scale", "sweep file"
-    else:
-        where_s = ""
+    sources: dict[str, str] = {}
+    target, where_t = _pick("target", target, section, sources)
+    scale, where_s = _pick("scale", scale, section, sources)
     if scale:
         scale = tuple(dict.fromkeys(str(s) for s in scale))
         for name in scale:
