@@ -67,7 +67,7 @@ class Family:
 def families(plan: Plan) -> list[Family]:
     """The horizon families of a grid plan (two cells or more each)."""
     search = plan.spec.search
-    if search.kind != "grid" or getattr(search, "stop", None) is not None:
+    if search.kind != "grid" or search.stop is not None:
         return []  # only a full grid branches: a search or a stop rule decides what runs
     by_id: dict[str, Family] = {}
     for cell in plan.cells:
