@@ -21,7 +21,7 @@ def add_arguments(p, name: str) -> None:
 
 
 def run(args) -> int:
-    from mutransfer.sweep.jobs import submit
+    from mutransfer.sweep.run.jobs import submit
 
     job_id = submit(args.file, args.dashboard, working_dir=args.working_dir,
                     storage=args.storage, analysis=not args.no_analysis, job_id=args.job_id,

@@ -38,13 +38,14 @@ def add_cost_options(p) -> None:
 
 def run(args) -> int:
     if args._name == "schema":
-        from mutransfer.sweep.spec import json_schema
+        from mutransfer.sweep.plan.spec import json_schema
 
         print(json.dumps(json_schema(), indent=2))
         return 0
-    from mutransfer.sweep.driver import prepare
-    from mutransfer.sweep.packing import plan_cost
-    from mutransfer.sweep.search import Work, strategy_for
+    from mutransfer.sweep.plan.packing import plan_cost
+    from mutransfer.sweep.run.driver import prepare
+    from mutransfer.sweep.search.base import Work
+    from mutransfer.sweep.search.registry import strategy_for
 
     for path in args.file:
         plan = prepare(path, check_data=args.data, max_cells=args.max_cells)
