@@ -97,7 +97,8 @@ def versions(r: Report) -> None:
 def scan_backends(r: Report) -> None:
     import torch
 
-    from mutransfer.ops.check import check_backend, remember
+    from mutransfer.ops.backends import remember
+    from mutransfer.ops.check import check_backend
 
     devices = [torch.device("cpu")]
     if torch.cuda.is_available():

@@ -26,19 +26,10 @@ def add_arguments(p, name: str) -> None:
                         "table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
+    from mutransfer.commands.options import add_cost_options, add_max_cells
+
     add_max_cells(p)
-    from mutransfer.commands.validate import add_cost_options
-
     add_cost_options(p)
-
-
-def add_max_cells(p) -> None:
-    """--max-cells, shared with validate and submit."""
-    from mutransfer.sweep.plan.size import MAX_CELLS
-
-    p.add_argument("--max-cells", type=int, default=None, metavar="N",
-                   help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
-                        f"guard against a mistyped grid")
 
 
 @dataclass
@@ -115,14 +106,10 @@ def probe_factories(path: str) -> None:
     model = read_yaml(path).get("model") if isinstance(path, str) else None
     if not isinstance(model, dict) or str(model.get("arch", "mamba")) in ("mamba", "s4d"):
         return  # nothing to import (a malformed file: the sweep's own check says why)
-    from mutransfer.commands.validate import _factory_note
+    from mutransfer.commands.options import factory_note
     from mutransfer.sweep.run.driver import prepare
 
-    _factory_note(prepare(path, check_data=False), _Probe())
-
-
-class _Probe:
-    import_model = True
+    factory_note(prepare(path, check_data=False), import_model=True)
 
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
