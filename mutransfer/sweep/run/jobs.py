@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError, first_line
-from mutransfer.sweep.run.cluster import check_storage_reachable, enable_token_auth
+from mutransfer.sweep.run.cluster import (
+    check_storage_reachable,
+    enable_token_auth,
+    quiet_ray_env,
+)
 
 # Never uploaded: results, data, environments, caches (the job reads data where the
 # cluster has it, and writes results to the sweep's storage).
@@ -31,8 +35,6 @@ def dashboard_address(address: str) -> str:
 def client(address: str) -> Any:
     """A JobSubmissionClient connected to `address`, or a one-line UserError."""
     import logging
-
-    from mutransfer.sweep.run.cluster import quiet_ray_env
 
     quiet_ray_env()
     try:
