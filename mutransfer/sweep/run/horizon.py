@@ -27,7 +27,8 @@ from mutransfer.sweep.search.base import Work
 
 
 def save_state(store: Store, path: str, state: dict[str, Any]) -> None:
-    import torch
+    """Write a state (a branch point, a stable end) whole or not at all."""
+    import torch  # a trial's worker has it already; the driver never saves a state
 
     write_atomic(store.fs, path, lambda out: torch.save(state, out))
 
