@@ -50,7 +50,7 @@ def planted_mamba(width: int, vocab_size: int = 256, bug: str = "", base_width: 
     """The built-in Mamba (reference init, roles declared by its modules) with a bug planted."""
     from mutransfer.config import TrialConfig
     from mutransfer.data.base import DataSpec
-    from mutransfer.models.build import sequence_model
+    from mutransfer.models.builtin import sequence_model
 
     cfg = TrialConfig(width=width, model={"arch": "mamba", "base_width": base_width,
                                           "n_layer": n_layer, "d_state": d_state})

@@ -26,7 +26,7 @@ import torch
 from mutransfer.config import TrialConfig
 from mutransfer.results.checkpoints import TrialCheckpoint
 from mutransfer.results.store import Attempt, Store, read_tables
-from mutransfer.sweep.trainable import TrialUnit, run_unit
+from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 from mutransfer.train import run_trial
 
 GPT2_VOCAB, BYTE_VOCAB = 50257, 256

@@ -35,8 +35,8 @@ from mutransfer import train as train_module
 from mutransfer.config import TrialConfig
 from mutransfer.configbase import validate
 from mutransfer.divergence import DivergenceMonitor
-from mutransfer.sweep.grid import build_plan
-from mutransfer.sweep.spec import SweepSpec
+from mutransfer.sweep.plan.cells import build_plan
+from mutransfer.sweep.plan.spec import SweepSpec
 
 
 class Recorder(DivergenceMonitor):

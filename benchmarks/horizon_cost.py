@@ -35,8 +35,8 @@ import yaml
 from mutransfer.analysis import analyze
 from mutransfer.configbase import parse_set, set_dotted
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.cluster import ray_session
-from mutransfer.sweep.driver import run
+from mutransfer.sweep.run.cluster import ray_session
+from mutransfer.sweep.run.driver import run
 
 TOKEN_TARGET = 0.70
 
@@ -84,10 +84,11 @@ def one(doc: dict, storage: Path, label: str, in_process: bool = False
 def run_in_process(doc: dict, storage: Path) -> None:
     """The sweep's phases (trunks and other cells, then branches), each cell by `run_unit`."""
     from mutransfer.results.store import Store, StoreState
-    from mutransfer.sweep.driver import prepare
-    from mutransfer.sweep.horizon import attach, phases
-    from mutransfer.sweep.runner import plan_work, units_of
-    from mutransfer.sweep.trainable import run_unit
+    from mutransfer.sweep.run.driver import prepare
+    from mutransfer.sweep.run.horizon import attach, phases
+    from mutransfer.sweep.run.runner import units_of
+    from mutransfer.sweep.run.trainable import run_unit
+    from mutransfer.sweep.search.registry import plan_work
 
     plan = prepare(doc, str(storage))
     store = Store(plan.spec.storage_location)

@@ -51,11 +51,11 @@ from mutransfer.analysis import Analysis, analyze
 from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.configbase import validate
 from mutransfer.results.store import Tables, read_tables
-from mutransfer.sweep.cluster import ray_session
-from mutransfer.sweep.grid import build_plan
-from mutransfer.sweep.progress import fmt_duration
-from mutransfer.sweep.spec import SweepSpec
-from mutransfer.sweep.transfer import Outcome, TransferSearch
+from mutransfer.sweep.plan.cells import build_plan
+from mutransfer.sweep.plan.spec import SweepSpec
+from mutransfer.sweep.run.cluster import ray_session
+from mutransfer.sweep.run.progress import fmt_duration
+from mutransfer.sweep.search.transfer.decisions import Outcome, TransferSearch
 
 sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 

@@ -28,12 +28,12 @@ import yaml
 from mutransfer.analysis import analyze
 from mutransfer.configbase import validate
 from mutransfer.results.store import StoreState, Tables, read_tables
-from mutransfer.sweep.grid import Cell, build_plan
-from mutransfer.sweep.search import strategy_for
+from mutransfer.sweep.plan.cells import Cell, build_plan
+from mutransfer.sweep.plan.spec import SweepSpec
+from mutransfer.sweep.search.families import families_of
 from mutransfer.sweep.search.grid import GridSearch
+from mutransfer.sweep.search.registry import strategy_for
 from mutransfer.sweep.search.stopping import StopOptions, crossing_allowance, should_stop
-from mutransfer.sweep.spec import SweepSpec
-from mutransfer.sweep.transfer import families_of
 
 DONE = ("complete", "diverged", "stopped")
 
@@ -152,7 +152,7 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
 
 def _with_stop(plan):
     """The plan with a `search.stop` set, so the grid orders its cells as it would live."""
-    from mutransfer.sweep.spec import Stop
+    from mutransfer.sweep.plan.spec import Stop
 
     plan.spec.search.stop = Stop()
     return plan

@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "TrialConfig": "mutransfer.config",
     "run_trial": "mutransfer.train",
-    "run": "mutransfer.sweep.driver",
-    "SweepResult": "mutransfer.sweep.driver",
+    "run": "mutransfer.sweep.run.driver",
+    "SweepResult": "mutransfer.sweep.run.driver",
     "read_tables": "mutransfer.results.store",
     "analyze": "mutransfer.analysis",
     "coord_check": "mutransfer.coordcheck",

@@ -11,7 +11,7 @@ optimizer, RNG, step, history, divergence monitor; the LR schedule and the data 
 functions of the step) and a later call with the same config resumes from the last one, with
 the losses an uninterrupted run would have had.
 
-Branch points (horizon branching, mutransfer/sweep/horizon.py): a checkpointer that has
+Branch points (horizon branching, mutransfer/sweep/run/horizon.py): a checkpointer that has
 `branch_steps` (a set of steps) and `save_branch(step, state)` is also handed the full state
 right after each of those steps, eval point or not (the train losses of the unfinished eval
 window go with it), so that a run of another length can go on from there.

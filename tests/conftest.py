@@ -55,7 +55,7 @@ def byte_spec() -> DataSpec:
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
-    from mutransfer.sweep.cluster import ray_session
+    from mutransfer.sweep.run.cluster import ray_session
 
     with ray_session(num_cpus=2):
         yield

@@ -9,7 +9,7 @@ import numpy as np
 import yaml
 
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.grid import load_plan
+from mutransfer.sweep.plan.cells import load_plan
 from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 EVAL_EVERY = 5

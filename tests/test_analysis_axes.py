@@ -224,7 +224,7 @@ def test_law_with_fewer_points_than_parameters_is_a_no_fit_row():
 
 def test_sweep_file_section_is_checked_against_its_axes(tmp_path):
     from mutransfer.errors import UserError
-    from mutransfer.sweep.grid import load_plan
+    from mutransfer.sweep.plan.cells import load_plan
 
     body = "name: t\naxes: {width: [64, 128], lr: [0.001, 0.002], model.n_layer: [2, 4]}\n"
     ok = tmp_path / "ok.yaml"

@@ -268,7 +268,7 @@ def test_apply_is_unchanged_for_builtin_declared_roles():
     cfg = TrialConfig(width=128, model={"base_width": 64}, param={"name": "mup_ssm"})
     torch.manual_seed(1)
     a = build_model(cfg, SPEC)
-    from mutransfer.models.build import sequence_model
+    from mutransfer.models.builtin import sequence_model
 
     torch.manual_seed(1)
     b = sequence_model(cfg, SPEC, 128)

@@ -35,7 +35,7 @@ def test_import_mutransfer_loads_neither_torch_nor_ray():
 def test_the_public_names_are_the_modules_own():
     from mutransfer.analysis import analyze
     from mutransfer.config import TrialConfig
-    from mutransfer.sweep.driver import SweepResult, run
+    from mutransfer.sweep.run.driver import SweepResult, dry_run, run
     from mutransfer.train import run_trial
 
     assert (mutransfer.run, mutransfer.SweepResult, mutransfer.run_trial) == \
@@ -44,7 +44,7 @@ def test_the_public_names_are_the_modules_own():
         (TrialConfig, read_tables, analyze)
     from mutransfer import sweep
 
-    assert sweep.run is run
+    assert sweep.dry_run is dry_run and sweep.SweepResult is SweepResult
     with pytest.raises(AttributeError):
         mutransfer.no_such_name  # noqa: B018
 
@@ -160,7 +160,7 @@ def test_tunes_folder_is_in_the_stores_filesystem_for_a_uri_storage_too(tmp_path
 
     from mutransfer.results.fs import join
     from mutransfer.results.store import Store
-    from mutransfer.sweep.runner import TUNE_FOLDER
+    from mutransfer.sweep.run.runner import TUNE_FOLDER
 
     store = Store(f"file://{tmp_path}/results")  # a URI, as s3:// or gs:// would be
     ctx = StorageContext(storage_path=join(store.location, TUNE_FOLDER),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mutransfer.cli import main
-from mutransfer.ops import check, scan
+from mutransfer.ops import backends, check, scan
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ def test_an_unreachable_cluster_is_a_problem(capsys):
 
 def test_the_chosen_backend_is_remembered_per_device_and_versions():
     cpu = torch.device("cpu")
-    assert check.remembered(cpu) is None
-    path = check.remember(cpu, "chunked")
-    assert check.remembered(cpu) == "chunked" and path.endswith("scan_backends.json")
-    assert "torch " + torch.__version__ in check.device_key(cpu)
+    assert backends.remembered(cpu) is None
+    path = backends.remember(cpu, "chunked")
+    assert backends.remembered(cpu) == "chunked" and path.endswith("scan_backends.json")
+    assert "torch " + torch.__version__ in backends.device_key(cpu)

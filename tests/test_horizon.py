@@ -17,11 +17,11 @@ from mutransfer.optim import lr_factor, make_optimizer
 from mutransfer.param.config import ROLES
 from mutransfer.results.schema import DECAY_ROLES
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.grid import build_plan
-from mutransfer.sweep.horizon import families, point_path, roles, stable_end_path
-from mutransfer.sweep.identity import trial_id
-from mutransfer.sweep.spec import SweepSpec
-from mutransfer.sweep.trainable import TrialUnit, run_unit
+from mutransfer.sweep.plan.cells import build_plan
+from mutransfer.sweep.plan.horizon import families, point_path, roles, stable_end_path
+from mutransfer.sweep.plan.identity import trial_id
+from mutransfer.sweep.plan.spec import SweepSpec
+from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 from mutransfer.train import run_trial
 from tests.sweeps import tiny_sweep
 
@@ -278,7 +278,8 @@ def test_phases_put_trunks_first_and_dry_run_says_where_each_length_starts(tmp_p
     from types import SimpleNamespace
 
     from mutransfer.results.store import StoreState
-    from mutransfer.sweep.horizon import describe, phases
+    from mutransfer.sweep.plan.horizon import describe
+    from mutransfer.sweep.run.horizon import phases
 
     root = tmp_path / "r"
     plan = plan_of(horizon_doc(root, [4, 8, 16]))

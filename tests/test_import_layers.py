@@ -19,7 +19,7 @@ def _loaded_after_import(module: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("module", ["mutransfer.sweep.grid", "mutransfer.config"])
+@pytest.mark.parametrize("module", ["mutransfer.sweep.plan.cells", "mutransfer.config"])
 def test_reading_a_sweep_plan_or_a_trial_config_loads_no_model_code_and_no_torch(module):
     loaded = _loaded_after_import(module)
     assert "mutransfer.models" not in loaded

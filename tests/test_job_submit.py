@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mutransfer.sweep.jobs import _submit_when_an_agent_is_up
+from mutransfer.sweep.run.jobs import _submit_when_an_agent_is_up
 
 NO_AGENT = ("Request failed with status code 500: No available agent to submit job, "
             "please try again later.")

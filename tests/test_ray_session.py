@@ -14,7 +14,7 @@ raylet = pytest.importorskip("ray._raylet")
 if not hasattr(raylet, "AuthenticationTokenLoader"):
     pytest.skip("this Ray has no token authentication", allow_module_level=True)
 
-from mutransfer.sweep.cluster import ray_session, refresh_ray_auth  # noqa: E402
+from mutransfer.sweep.run.cluster import ray_session, refresh_ray_auth  # noqa: E402
 
 
 def test_the_auth_mode_follows_the_environment_after_a_refresh(monkeypatch):
@@ -67,7 +67,7 @@ def test_a_cluster_that_refuses_the_driver_says_what_to_set_when_no_token_is_her
     import ray
 
     from mutransfer.errors import UserError
-    from mutransfer.sweep import cluster
+    from mutransfer.sweep.run import cluster
 
     def refused(**kw):
         raise ConnectionError("Failed to connect to GCS at 10.0.0.1:6379")

@@ -21,7 +21,7 @@ import torch
 from mutransfer.config import TrialConfig
 from mutransfer.results.checkpoints import TrialCheckpoint
 from mutransfer.results.store import Attempt, Store, read_tables
-from mutransfer.sweep.trainable import TrialUnit, run_unit
+from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 from mutransfer.train import run_trial
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def test_a_worker_sigkilled_mid_trial_resumes_with_the_uninterrupted_losses(tmp_
     code = (
         "import os, signal, sys\n"
         "from mutransfer.results.checkpoints import TrialCheckpoint\n"
-        "from mutransfer.sweep.trainable import run_unit\n"
+        "from mutransfer.sweep.run.trainable import run_unit\n"
         "from tests.test_resume import payload\n"
         "save = TrialCheckpoint.save\n"
         "def save_then_die(self, state):\n"

@@ -10,10 +10,10 @@ import yaml
 
 from mutransfer.cli import main
 from mutransfer.results.store import StoreState
-from mutransfer.sweep.driver import prepare
-from mutransfer.sweep.progress import Progress
-from mutransfer.sweep.runner import plan_work
-from mutransfer.sweep.spec import json_schema
+from mutransfer.sweep.plan.spec import json_schema
+from mutransfer.sweep.run.driver import prepare
+from mutransfer.sweep.run.progress import Progress
+from mutransfer.sweep.search.registry import plan_work
 from tests.sweeps import tiny_sweep
 
 AXES = {"width": [16, 32, 64], "parameterization": ["sp", "mup"],
@@ -85,7 +85,7 @@ def test_transfer_cells_are_the_grids_cells(tmp_path):
     tr = prepare(str(write(tmp_path, {"kind": "transfer"})), check_data=False)
     assert [c.trial_id for c in tr.cells] == [c.trial_id for c in grid.cells]
     work = plan_work(tr, StoreState())
-    first = set(work.search.to_run())
+    first = set(work.state.to_run())
     assert first == {c.trial_id for c in grid.cells if c.width == 16}
 
 

@@ -55,8 +55,8 @@ def fake_trial(store, tid: str, losses: dict[int, float]) -> None:
 def test_a_trial_far_behind_the_best_lr_is_stopped_and_stored_as_stopped(tmp_path):
     from mutransfer.analysis.groups import prepare
     from mutransfer.results.store import Store, read_tables
+    from mutransfer.sweep.run.trainable import TrialUnit, run_unit
     from mutransfer.sweep.search.stopping import StopContext
-    from mutransfer.sweep.trainable import TrialUnit, run_unit
 
     store = Store(tmp_path)
     steps = [0, 3, 6, 9, 12]
@@ -82,8 +82,8 @@ def test_a_trial_far_behind_the_best_lr_is_stopped_and_stored_as_stopped(tmp_pat
 
 def test_a_protected_lr_runs_to_its_end(tmp_path):
     from mutransfer.results.store import Store, read_tables
+    from mutransfer.sweep.run.trainable import TrialUnit, run_unit
     from mutransfer.sweep.search.stopping import StopContext
-    from mutransfer.sweep.trainable import TrialUnit, run_unit
 
     store = Store(tmp_path)
     steps = [0, 3, 6, 9, 12]

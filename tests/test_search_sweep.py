@@ -1,6 +1,7 @@
 """`search: {kind: transfer}` as `mutransfer sweep` runs it: real Ray, the real trainer at tiny
 sizes. Grid and transfer results share one store; a re-run runs nothing; a new width runs
-only its window."""
+only its window. And a new strategy that decides as it goes (tests/climb.py), registered in
+its two places only, runs on Ray as the built-in ones do."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+import mutransfer
 from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.grid import load_plan
-from tests.sweeps import write_sweep
+from mutransfer.sweep.plan.cells import load_plan
+from tests.climb import register
+from tests.sweeps import tiny_sweep, write_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -108,3 +111,18 @@ def test_a_grid_with_stop_stores_stopped_trials_and_a_rerun_runs_nothing(tmp_pat
     assert stopped["final_eval_loss"].isna().all() and stopped["last_finite_loss"].notna().all()
     rc, out = sweep(path)
     assert rc == 0 and "0 trials to run" in out
+
+
+def test_a_new_strategy_that_decides_as_it_goes_runs_on_ray_and_a_rerun_runs_nothing(
+        tmp_path, ray_local, monkeypatch):
+    register(monkeypatch)
+    lrs = [0.002, 0.032, 0.5, 64.0, 1024.0]  # 64 trains worse or diverges: the climb stops
+    spec = tiny_sweep("climb", {"width": [16, 32], "lr": lrs, "seed": [0]}, steps=4,
+                      eval_every=2, storage=str(tmp_path / "results"), search={"kind": "climb"})
+    result = mutransfer.run(spec, out=io.StringIO())
+    assert result.ok and result.failed == 0
+    trials = read_tables(spec["storage"]).trials
+    assert (trials["search"] == "climb").all() and len(trials) == result.to_run
+    for _, ran in trials.groupby("width"):  # the lowest LRs, up to the first that turned
+        assert sorted(ran["lr"]) == lrs[:len(ran)] and 2 <= len(ran) <= 4
+    assert mutransfer.run(spec, out=io.StringIO()).to_run == 0

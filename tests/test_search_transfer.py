@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from mutransfer.analysis_defaults import FIT_WINDOW
-from mutransfer.sweep.grid import Cell
-from mutransfer.sweep.spec import Search
-from mutransfer.sweep.transfer import (
+from mutransfer.sweep.plan.cells import Cell
+from mutransfer.sweep.plan.spec import Search
+from mutransfer.sweep.search.families import families_of
+from mutransfer.sweep.search.transfer.decisions import (
     Outcome,
     Prediction,
     TransferSearch,
-    families_of,
     log2_optimum,
     lr_stats,
     predict,
@@ -322,7 +322,7 @@ def drive(searcher, truth: Planted, by_id: dict[str, Cell], fail: str | None = N
 
 
 def test_the_tune_searcher_hands_out_cells_until_none_is_left_then_finishes():
-    from mutransfer.sweep.transfer_searcher import TransferSearcher
+    from mutransfer.sweep.search.transfer.searcher import TransferSearcher
 
     grid = cells(widths=[32, 64])
     by_id = {c.trial_id: c for c in grid}

@@ -13,7 +13,7 @@ import pytest
 
 from mutransfer.results.schema import STEP_SCHEMA, trial_schema
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.trainable import TrialUnit, base_row
+from mutransfer.sweep.run.trainable import TrialUnit, base_row
 
 
 def report(step: int, loss: float) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from mutransfer.cli import main
-from mutransfer.sweep.progress import Progress, fmt_duration
+from mutransfer.sweep.run.progress import Progress, fmt_duration
 
 
 class Clock:

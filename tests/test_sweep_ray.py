@@ -12,7 +12,7 @@ import yaml
 
 from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.grid import load_plan
+from mutransfer.sweep.plan.cells import load_plan
 from tests.sweeps import write_sweep
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ import yaml
 from mutransfer.cli import main
 from mutransfer.config import TrialConfig
 from mutransfer.errors import UserError
-from mutransfer.sweep.grid import build_plan, load_plan
-from mutransfer.sweep.identity import trial_id
-from mutransfer.sweep.spec import SweepSpec, amount_for
+from mutransfer.sweep.plan.cells import build_plan, load_plan
+from mutransfer.sweep.plan.identity import trial_id
+from mutransfer.sweep.plan.spec import SweepSpec, amount_for
 
 BASE = {
     "name": "t",
@@ -247,7 +247,7 @@ def test_repeated_values_are_one_trial():
                          ids=lambda p: p.name)
 def test_the_cell_count_from_the_axes_alone_is_the_number_of_cells(path):
     """What --max-cells is checked against (counted without building a cell) is what runs."""
-    from mutransfer.sweep.size import count_trials
-    from mutransfer.sweep.spec import load_spec
+    from mutransfer.sweep.plan.size import count_trials
+    from mutransfer.sweep.plan.spec import load_spec
 
     assert count_trials(load_spec(path)) == load_plan(path).n_trials

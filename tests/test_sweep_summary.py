@@ -8,7 +8,7 @@ import pytest
 
 from mutransfer.analysis import analyze
 from mutransfer.cli import main
-from mutransfer.sweep.grid import load_plan
+from mutransfer.sweep.plan.cells import load_plan
 from tests.sweeps import write_sweep
 from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from mutransfer.results.store import Store, read_tables
-from mutransfer.sweep.trainable import TrialUnit, metrics_of, objective, run_unit, trial_row
+from mutransfer.sweep.run.trainable import TrialUnit, metrics_of, run_unit, trial_row
+from mutransfer.sweep.search.objective import objective
 
 DIVERGING = {"width": 16, "model": {"base_width": 16, "n_layer": 1, "d_state": 4},
              "train": {"optimizer": "adam", "lr": 50.0, "steps": 12, "batch_size": 2,

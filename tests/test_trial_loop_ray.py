@@ -15,8 +15,8 @@ import pytest
 
 from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.grid import load_plan
-from mutransfer.sweep.trainable import TrialUnit, run_unit
+from mutransfer.sweep.plan.cells import load_plan
+from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 from tests.sweeps import assert_every_cell_once, write_sweep
 
 pytestmark = pytest.mark.slow

@@ -106,8 +106,8 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
         probe(cfg, source.spec)
     if coord_only:
         return None
-    from mutransfer.sweep.driver import prepare  # Ray: only when the search runs
-    from mutransfer.sweep.transfer import TransferSearch
+    from mutransfer.sweep.run.driver import prepare  # Ray: only when the search runs
+    from mutransfer.sweep.search.transfer.decisions import TransferSearch
     plan = prepare(spec.sweep(), check_data=True)
     least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
     from mutransfer.config import TrialConfig
@@ -165,8 +165,8 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
     budget (minutes since `started`, the check's start) stopped it."""
     import _thread
 
-    from mutransfer import sweep
     from mutransfer.analysis import analyze, make_plots
+    from mutransfer.sweep.run import driver
 
     storage = str(out / "sweep")
     print(f"transfer search: {pre['least']}-{pre['most']} trials of {pre['steps']} steps, "
@@ -181,7 +181,7 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
         timer.start()
     stopped = False
     try:
-        result = sweep.run(spec.sweep(), storage=storage, num_cpus=num_cpus, out=sys.stdout)
+        result = driver.run(spec.sweep(), storage=storage, num_cpus=num_cpus, out=sys.stdout)
         stopped = result.interrupted
     except KeyboardInterrupt:
         stopped = True

@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 
 from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
 from mutransfer.configbase import StrictModel, read_yaml, validate
-from mutransfer.sweep.spec import LRRange
+from mutransfer.sweep.plan.spec import LRRange
 
 
 class CoordStage(StrictModel):

@@ -97,7 +97,8 @@ def versions(r: Report) -> None:
 def scan_backends(r: Report) -> None:
     import torch
 
-    from mutransfer.ops.check import check_backend, remember
+    from mutransfer.ops.backends import remember
+    from mutransfer.ops.check import check_backend
 
     devices = [torch.device("cpu")]
     if torch.cuda.is_available():
@@ -143,7 +144,7 @@ def _or_fail(r: Report, prefix: str, fn: Callable[[], Any]) -> Any:
 
 
 def cluster(r: Report, address: str) -> None:
-    from mutransfer.sweep.inspect import cluster_summary
+    from mutransfer.sweep.run.inspect import cluster_summary
 
     for line in _or_fail(r, f"Ray cluster at {address}: ",
                          lambda: cluster_summary(address)) or []:
@@ -156,7 +157,7 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
 
     if location is None and sweep is not None:
         try:
-            from mutransfer.sweep.spec import load_spec
+            from mutransfer.sweep.plan.spec import load_spec
 
             location = load_spec(sweep).storage_location
         except UserError:
@@ -179,7 +180,7 @@ def sweep_file(r: Report, path: str) -> None:
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
     from mutransfer.data.config import DataConfig
-    from mutransfer.sweep.driver import prepare
+    from mutransfer.sweep.run.driver import prepare
 
     plan = _or_fail(r, "", lambda: prepare(path))
     if plan is None:

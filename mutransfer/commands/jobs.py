@@ -40,7 +40,7 @@ def add_arguments(p, name: str) -> None:
 
 
 def run(args) -> int:
-    from mutransfer.sweep import jobs
+    from mutransfer.sweep.run import jobs
 
     if args._name == "logs":
         if args.follow:

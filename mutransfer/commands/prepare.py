@@ -22,7 +22,7 @@ def run(args) -> int:
     from mutransfer.data.memory import human
     from mutransfer.data.preflight import prepare_caches
     from mutransfer.errors import UserError
-    from mutransfer.sweep.driver import prepare
+    from mutransfer.sweep.run.driver import prepare
 
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1")

@@ -14,14 +14,14 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--job-id", default=None, help="choose the job id (default: Ray's)")
     p.add_argument("--no-analysis", action="store_true", help="skip the analysis at the end")
     from mutransfer.commands.jobs import add_dashboard
-    from mutransfer.commands.sweep import add_max_cells
+    from mutransfer.commands.options import add_max_cells
 
     add_dashboard(p)
     add_max_cells(p)
 
 
 def run(args) -> int:
-    from mutransfer.sweep.jobs import submit
+    from mutransfer.sweep.run.jobs import submit
 
     job_id = submit(args.file, args.dashboard, working_dir=args.working_dir,
                     storage=args.storage, analysis=not args.no_analysis, job_id=args.job_id,

@@ -26,19 +26,10 @@ def add_arguments(p, name: str) -> None:
                         "table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
+    from mutransfer.commands.options import add_cost_options, add_max_cells
+
     add_max_cells(p)
-    from mutransfer.commands.validate import add_cost_options
-
     add_cost_options(p)
-
-
-def add_max_cells(p) -> None:
-    """--max-cells, shared with validate and submit."""
-    from mutransfer.sweep.size import MAX_CELLS
-
-    p.add_argument("--max-cells", type=int, default=None, metavar="N",
-                   help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
-                        f"guard against a mistyped grid")
 
 
 @dataclass
@@ -67,21 +58,21 @@ def run_sweep(args: SweepArgs) -> int:
     """0: every cell complete; 1: some trials failed for good (re-run to retry them);
     130: stopped (Ctrl-C) before every trial finished (re-run to resume);
     UserError (exit 2): bad input, or another driver holds the store."""
-    from mutransfer import sweep
+    from mutransfer.sweep.run import driver
 
     where = {"storage": args.storage, "address": args.address, "num_cpus": args.num_cpus,
              "num_gpus": args.num_gpus, "max_cells": args.max_cells}
     out = args.out
     if args.dry_run:
-        print(sweep.dry_run(args.path, **where, gpu=args.gpu, mfu=args.mfu), file=out)
+        print(driver.dry_run(args.path, **where, gpu=args.gpu, mfu=args.mfu), file=out)
         return 0
     probe_factories(args.path)
-    result = sweep.run(args.path, **where, out=out)
+    result = driver.run(args.path, **where, out=out)
     if result.to_run == 0:
-        from mutransfer.sweep.search import strategy_for
+        from mutransfer.sweep.plan.spec import KINDS
 
         done = f"the {result.search} search is complete" if \
-            strategy_for(result.search).part_of_grid else "every cell is complete"
+            KINDS[result.search].part_of_grid else "every cell is complete"
         print(f"0 trials to run: {done}", file=out)
         print_summary(result.storage, out, analysis=args.analysis)
         return 0
@@ -92,7 +83,7 @@ def run_sweep(args: SweepArgs) -> int:
               f"done{failed}; run the sweep again to resume (the analysis waits for a "
               f"complete run)", file=out)
         return 130
-    from mutransfer.sweep.progress import fmt_duration
+    from mutransfer.sweep.run.progress import fmt_duration
 
     print(f"ran {result.to_run} trials in {fmt_duration(result.elapsed_s)}: "
           f"{result.complete} complete, {result.diverged} diverged, {result.failed} "
@@ -115,14 +106,10 @@ def probe_factories(path: str) -> None:
     model = read_yaml(path).get("model") if isinstance(path, str) else None
     if not isinstance(model, dict) or str(model.get("arch", "mamba")) in ("mamba", "s4d"):
         return  # nothing to import (a malformed file: the sweep's own check says why)
-    from mutransfer.commands.validate import _factory_note
-    from mutransfer.sweep.driver import prepare
+    from mutransfer.commands.options import factory_note
+    from mutransfer.sweep.run.driver import prepare
 
-    _factory_note(prepare(path, check_data=False), _Probe())
-
-
-class _Probe:
-    import_model = True
+    factory_note(prepare(path, check_data=False), import_model=True)
 
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:

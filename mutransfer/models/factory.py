@@ -1,7 +1,7 @@
 """The one seam every model goes through: a factory width -> nn.Module, its roles, its
 parameterization.
 
-`model.arch` names the factory: `mamba` and `s4d` are the package's own (builtin_factory),
+`model.arch` names the factory: `mamba` and `s4d` are the package's own (builtin.py),
 `package.module:factory` is any user's, called as `factory(width, **model.options)` (plus
 `vocab_size=` when its signature takes one). Importing it runs the user's code.
 
@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 
 from mutransfer.errors import UserError, first_line
+from mutransfer.models.builtin import builtin_factory
 from mutransfer.param.apply import apply_parameterization
 from mutransfer.param.roles import fan_in, owners, resolve_roles
 
@@ -88,13 +89,6 @@ def user_factory(cfg, spec) -> Factory:
                             f"{type(model).__name__}, not a torch.nn.Module")
         return model
     return make
-
-
-def builtin_factory(cfg, spec) -> Factory:
-    """width -> the package's Mamba or S4D language model for `spec`'s data."""
-    from mutransfer.models.build import sequence_model
-
-    return lambda width: sequence_model(cfg, spec, width)
 
 
 def factory_for(cfg, spec) -> Factory:

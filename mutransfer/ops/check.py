@@ -3,28 +3,25 @@
 Right: the output and the gradients of every input at a small shape (with D, z and the Δ
 bias + softplus, as Mamba calls it) against the reference loop in float64, as relative
 errors max|a - b| / max|b|. Fast: the median time of a forward + backward at a typical shape.
-The fastest backend that passes is remembered per device and library versions in
-`<user dir>/scan_backends.json`, and `auto` (mutransfer/ops/scan.py) uses it there.
+The fastest backend that passes is remembered per device and library versions
+(mutransfer/ops/backends.py), and `auto` (mutransfer/ops/scan.py) uses it there.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from dataclasses import dataclass
-from importlib import metadata
 
 import torch
 
-from mutransfer.configbase import user_dir
+from mutransfer.ops.backends import load_backend
 from mutransfer.ops.reference import selective_scan_reference
 
 SMALL = (2, 37, 6, 100)  # batch, channels, states, steps: odd sizes, more than one chunk
 TYPICAL_CPU = (2, 256, 16, 512)
 TYPICAL_CUDA = (8, 1536, 16, 1024)  # benchmarks/README.md's first scan shape
 TOLERANCE = {torch.float32: (1e-4, 1e-3), torch.bfloat16: (3e-2, 5e-2)}  # output, gradients
-CHOICES = "scan_backends.json"
 
 
 @dataclass
@@ -68,10 +65,8 @@ def check_backend(backend: str, device: torch.device, dtype: torch.dtype = torch
                   typical: tuple[int, int, int, int] | None = None, repeats: int = 5
                   ) -> BackendCheck:
     """Accuracy at SMALL against the float64 reference, then the time at `typical`."""
-    from mutransfer.ops.scan import _load
-
     try:
-        fn = _load(backend)
+        fn = load_backend(backend)
         inputs = _inputs(SMALL, device, dtype)
         out, grads = _run(fn, inputs)
         ref_in = {k: v.detach().cpu().double() for k, v in inputs.items()}
@@ -104,37 +99,3 @@ def time_backend(fn, device: torch.device, dtype: torch.dtype, shape, repeats: i
             times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
-
-def device_key(device: torch.device) -> str:
-    """The device and the versions a choice holds for."""
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    versions = [f"torch {torch.__version__}"]
-    for dist in ("triton", "mamba-ssm"):
-        try:
-            versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return f"{name} | {', '.join(versions)}"
-
-
-def remember(device: torch.device, backend: str) -> str:
-    """Write the choice for this device and versions; the file's path."""
-    path = user_dir() / CHOICES
-    try:
-        choices = json.loads(path.read_text())
-    except (OSError, ValueError):
-        choices = {}
-    choices[device_key(device)] = backend
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(choices, indent=1, sort_keys=True))
-    tmp.replace(path)
-    return str(path)
-
-
-def remembered(device: torch.device) -> str | None:
-    """The backend `mutransfer doctor` chose for this device and versions, if it ran."""
-    try:
-        return json.loads((user_dir() / CHOICES).read_text()).get(device_key(device))
-    except (OSError, ValueError):
-        return None

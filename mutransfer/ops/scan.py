@@ -9,25 +9,12 @@ in float32 when `return_states` is set.
 from __future__ import annotations
 
 import functools
-import importlib
 
 import torch
 
-# backend name -> "module:function"; each function has the signature of selective_scan
-BACKENDS: dict[str, str] = {
-    "reference": "mutransfer.ops.reference:selective_scan_reference",
-    "chunked": "mutransfer.ops.chunked:selective_scan_chunked",
-    "triton": "mutransfer.ops.triton_scan:selective_scan_triton",
-    # optional: state-spaces/mamba's CUDA kernels (the 'mamba' extra; benchmarks/README.md)
-    "mamba_ssm": "mutransfer.ops.mamba_ssm_scan:selective_scan_mamba_ssm",
-}
+from mutransfer.ops.backends import BACKENDS, load_backend, remembered
 
-
-def _load(backend: str):
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown scan backend {backend!r}; known: {', '.join(BACKENDS)}")
-    module, func = BACKENDS[backend].split(":")
-    return getattr(importlib.import_module(module), func)
+__all__ = ["BACKENDS", "default_backend", "selective_scan"]
 
 
 def default_backend(device: torch.device | str) -> str:
@@ -56,8 +43,6 @@ def default_backend(device: torch.device | str) -> str:
 @functools.lru_cache(maxsize=8)
 def _remembered(index: int) -> str | None:
     """Read once per process and device: `auto` is asked at every layer's forward."""
-    from mutransfer.ops.check import remembered
-
     choice = remembered(torch.device("cuda", index))
     return choice if choice in BACKENDS else None
 
@@ -65,6 +50,6 @@ def _remembered(index: int) -> str | None:
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                    return_states=False, backend: str | None = None):
     """Selective scan (Mamba S6). `backend=None` picks the device default."""
-    fn = _load(backend or default_backend(u.device))
+    fn = load_backend(backend or default_backend(u.device))
     return fn(u, delta, A, B, C, D=D, z=z, delta_bias=delta_bias,
               delta_softplus=delta_softplus, return_states=return_states)

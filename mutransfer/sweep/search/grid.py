@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mutransfer.sweep.grid import Plan
-from mutransfer.sweep.search.base import Oracle, SearchStrategy, TuneSetup, Work
+from mutransfer.sweep.plan.cells import Cell, Plan
+from mutransfer.sweep.plan.listing import cell_listing
+from mutransfer.sweep.search.base import Oracle, Reports, SearchStrategy, TuneSetup, Work
 
 if TYPE_CHECKING:
     from mutransfer.results.store import StoreState
-    from mutransfer.sweep.progress import Progress
 
 
 class GridSearch(SearchStrategy):
@@ -24,14 +24,14 @@ class GridSearch(SearchStrategy):
     def offline(self, plan: Plan, work: Work, oracle: Oracle) -> list[dict[str, Any]]:
         return [oracle(c) for c in work.cells]
 
-    def tune_setup(self, plan: Plan, work: Work, progress: Progress | None) -> TuneSetup:
-        from ray import tune
+    def tune_setup(self, plan: Plan, work: Work, progress: Reports | None) -> TuneSetup:
+        from ray import tune  # only when a sweep runs (validate and --dry-run never do)
 
         return TuneSetup(param_space={"trial_id": tune.grid_search(
             [c.trial_id for c in self.order(plan, work)])})
 
     @staticmethod
-    def order(plan: Plan, work: Work) -> list:
+    def order(plan: Plan, work: Work) -> list[Cell]:
         """The cells in the order they start: as the plan lists them (the widest first), or
         with `search.stop` the smallest widths first, so that the crossing allowance comes
         from complete curves before the costly widths run, and within a width the largest LR
@@ -45,6 +45,4 @@ class GridSearch(SearchStrategy):
         return f"{len(plan.cells)} cells"
 
     def listing(self, plan: Plan, work: Work, state: StoreState) -> str:
-        from mutransfer.sweep.listing import cell_listing
-
         return cell_listing(plan, state)

@@ -19,11 +19,16 @@ replayed exactly on the stored step curves of a full grid.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from mutransfer.analysis_defaults import FIT_WINDOW
+from mutransfer.results.store import Store
+from mutransfer.sweep.plan.cells import Cell
+from mutransfer.sweep.search.families import families_of
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,9 @@ class StopContext:
     options: StopOptions
 
 
-def stop_contexts(cells: list, protect_octaves: float, safety: float) -> dict[str, StopContext]:
+def stop_contexts(cells: list[Cell], protect_octaves: float, safety: float
+                  ) -> dict[str, StopContext]:
     """The context of every cell (the grid's families, as the transfer search splits them)."""
-    import json
-    import math
-
-    from mutransfer.sweep.transfer import families_of
-
     options = StopOptions(protect_octaves, safety)
     steps = {c.trial_id: int(c.config["train"]["steps"]) for c in cells}
     out: dict[str, StopContext] = {}
@@ -103,7 +104,7 @@ def stop_contexts(cells: list, protect_octaves: float, safety: float) -> dict[st
     return out
 
 
-def read_curves(store, ids: set[str]) -> dict[str, dict[int, float]]:
+def read_curves(store: Store, ids: set[str]) -> dict[str, dict[int, float]]:
     """Eval loss by step of the trials `ids`, from the store's step parts (finished attempts
     and running ones); the last part read wins a step."""
     out: dict[str, dict[int, float]] = {}
@@ -123,7 +124,7 @@ def read_curves(store, ids: set[str]) -> dict[str, dict[int, float]]:
     return out
 
 
-def decide(ctx: StopContext, store, step: int, loss: float | None) -> bool:
+def decide(ctx: StopContext, store: Store, step: int, loss: float | None) -> bool:
     """Stop this trial at `step`, with eval `loss`, given what the store holds now?"""
     if loss is None or not np.isfinite(loss) or step <= 0 or step >= ctx.final_step:
         return False

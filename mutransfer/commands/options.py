@@ -1,0 +1,56 @@
+"""What several commands share: the options `sweep`, `validate` and `submit` take alike
+(--max-cells; --gpu and --mfu), and the probe of a sweep's user model factories.
+
+Imports are inside the functions, as in every command module: `mutransfer --help` loads no
+sweep, cost or model code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_max_cells(p) -> None:
+    """--max-cells, shared by sweep, validate and submit."""
+    from mutransfer.sweep.plan.size import MAX_CELLS
+
+    p.add_argument("--max-cells", type=int, default=None, metavar="N",
+                   help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
+                        f"guard against a mistyped grid")
+
+
+def add_cost_options(p) -> None:
+    """--gpu and --mfu, shared by validate and `sweep --dry-run`."""
+    from mutransfer.cost.gpus import GPUS
+
+    p.add_argument("--gpu", default=None, choices=sorted(GPUS), type=str.lower,
+                   help="GPU the cost table's GPU-hours are for (default: h100 for a sweep "
+                        "on cuda, none for a CPU sweep)")
+    p.add_argument("--mfu", type=float, default=None, metavar="F",
+                   help="GPU-hours at this fraction of the GPU's peak FLOP/s instead of the "
+                        "measured throughput (benchmarks/README.md)")
+
+
+def factory_note(plan: Any, import_model: bool) -> str:
+    """Probe the user factories of the plan (`import_model`: --import), or say they were not
+    imported; "" for a plan of built-in models only."""
+    from mutransfer.config import TrialConfig
+
+    configs = sorted((TrialConfig.model_validate(c.config) for c in plan.cells),
+                     key=lambda t: t.width)
+    configs = [t for t in configs if not t.model.builtin]
+    if not configs:
+        return ""
+    archs = sorted({t.model.arch for t in configs})
+    if not import_model:
+        return f" (model {', '.join(archs)} not imported: --import runs its code to check it)"
+    from mutransfer.data import load_data
+    from mutransfer.models.factory import probe
+
+    seen = set()
+    for t in configs:
+        key = (t.model.model_dump_json(), t.width)
+        if key in seen or t.width not in (configs[0].width, configs[-1].width):
+            continue
+        seen.add(key)
+        probe(t, load_data(t.data).spec)
+    return f" (model {', '.join(archs)} imported and probed)"

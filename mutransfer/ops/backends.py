@@ -1,0 +1,70 @@
+"""The scan backends by name, and the one `mutransfer doctor` chose for a device: below both
+the scan's entry point (scan.py, which asks for the choice) and the doctor's check (check.py,
+which makes it).
+
+The choice is remembered per device and library versions in `<user dir>/scan_backends.json`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from importlib import metadata
+
+import torch
+
+from mutransfer.configbase import user_dir
+
+# backend name -> "module:function"; each function has the signature of selective_scan
+BACKENDS: dict[str, str] = {
+    "reference": "mutransfer.ops.reference:selective_scan_reference",
+    "chunked": "mutransfer.ops.chunked:selective_scan_chunked",
+    "triton": "mutransfer.ops.triton_scan:selective_scan_triton",
+    # optional: state-spaces/mamba's CUDA kernels (the 'mamba' extra; benchmarks/README.md)
+    "mamba_ssm": "mutransfer.ops.mamba_ssm_scan:selective_scan_mamba_ssm",
+}
+CHOICES = "scan_backends.json"
+
+
+def load_backend(backend: str) -> Callable:
+    """The scan function of a backend (importing its module; ValueError for an unknown name)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown scan backend {backend!r}; known: {', '.join(BACKENDS)}")
+    module, func = BACKENDS[backend].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def device_key(device: torch.device) -> str:
+    """The device and the versions a choice holds for."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    versions = [f"torch {torch.__version__}"]
+    for dist in ("triton", "mamba-ssm"):
+        try:
+            versions.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return f"{name} | {', '.join(versions)}"
+
+
+def remember(device: torch.device, backend: str) -> str:
+    """Write the choice for this device and versions; the file's path."""
+    path = user_dir() / CHOICES
+    try:
+        choices = json.loads(path.read_text())
+    except (OSError, ValueError):
+        choices = {}
+    choices[device_key(device)] = backend
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(choices, indent=1, sort_keys=True))
+    tmp.replace(path)
+    return str(path)
+
+
+def remembered(device: torch.device) -> str | None:
+    """The backend `mutransfer doctor` chose for this device and versions, if it ran."""
+    try:
+        return json.loads((user_dir() / CHOICES).read_text()).get(device_key(device))
+    except (OSError, ValueError):
+        return None

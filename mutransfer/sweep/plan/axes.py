@@ -1,0 +1,188 @@
+"""The `axes:` of a sweep file: what each axis sets and which values it takes.
+
+Shortcuts: `width` (the model width), `parameterization` (param.name), `lr` (train.lr), `seed`
+(train.seed), `optimizer` (train.optimizer). Any other key is a dotted path into the trial
+config. `lr` takes a list, a log2 range `{log2: [lo, hi], per_octave: k}`, or a mapping from
+parameterization to either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from mutransfer.analysis_defaults import TOKEN_SOURCES, AnalysisSection
+from mutransfer.config import TrialConfig
+from mutransfer.configbase import validate
+from mutransfer.errors import UserError
+from mutransfer.param.config import PARAMETERIZATIONS
+from mutransfer.sweep.plan.spec import LRRange, SweepSpec
+
+# The shortcut names are also the fixed columns of the trials table, always present and taken
+# from the resolved config (docs/results-format.md).
+SHORTCUTS = {"width": "width", "parameterization": "param.name", "lr": "train.lr",
+             "seed": "train.seed", "optimizer": "train.optimizer"}
+# trials-table column of a config path; other axes: their path
+COLUMNS = {path: name for name, path in SHORTCUTS.items()}
+SECTIONS = ("width", "model", "param", "train", "data")
+
+
+@dataclass(frozen=True)
+class LRChoice:
+    """The LRs of one parameterization: grid values and the log2 range they span."""
+
+    values: tuple[float, ...]
+    log2_lo: float
+    log2_hi: float
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str  # as written in the file
+    path: str  # dotted path into the trial config
+    values: tuple[Any, ...] = ()  # every axis but lr
+    lr: dict[str, LRChoice] | None = None  # lr: per parameterization ("*": any)
+
+    @property
+    def column(self) -> str:
+        return COLUMNS.get(self.path, self.path)
+
+    def lr_for(self, parameterization: str) -> LRChoice:
+        assert self.lr is not None
+        return self.lr.get(parameterization) or self.lr["*"]
+
+
+def parameterizations(spec: SweepSpec) -> list[str]:
+    """The parameterizations a sweep runs: its axis, else the one of its `param` section."""
+    values = spec.axes.get("parameterization", spec.axes.get("param.name"))
+    if isinstance(values, list) and values:
+        return [str(v) for v in values]
+    return [str(spec.param.get("name", TrialConfig().param.name))]
+
+
+def parse_axes(raw: dict[str, Any], parameterizations: list[str]) -> list[Axis]:
+    """Axes in file order; UserError naming `axes.NAME` on any problem."""
+    axes = [_parse_axis(str(name), values) for name, values in raw.items()]
+    _check_paths(axes)
+    for axis in axes:
+        if axis.lr is not None:
+            _check_lr_covers(axis, parameterizations)
+    return axes
+
+
+def _parse_axis(name: str, values: Any) -> Axis:
+    path = SHORTCUTS.get(name, name)
+    if path.split(".")[0] not in SECTIONS or any(not p for p in path.split(".")):
+        raise UserError(f"axes.{name}: not an axis; use width, parameterization, lr, seed, "
+                        f"optimizer or a dotted path into {', '.join(SECTIONS[1:])} "
+                        f"(e.g. train.steps)")
+    if path == "train.lr":
+        return Axis(name, path, lr=_parse_lr(name, values))
+    if not isinstance(values, list):
+        raise UserError(f"axes.{name}: expected a list of values, got {_kind(values)}")
+    if not values:
+        raise UserError(f"axes.{name}: empty list; give at least one value")
+    if path in ("width", "train.seed"):
+        for i, v in enumerate(values):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise UserError(f"axes.{name}[{i}]: {v!r} is not an integer")
+    return Axis(name, path, values=tuple(values))
+
+
+def _parse_lr(name: str, values: Any) -> dict[str, LRChoice]:
+    if isinstance(values, dict) and "log2" not in values and values:
+        out = {}
+        for key, sub in values.items():
+            if key not in PARAMETERIZATIONS:
+                raise UserError(f"axes.{name}.{key}: not a parameterization "
+                                f"(known: {', '.join(PARAMETERIZATIONS)})")
+            out[str(key)] = _lr_choice(f"{name}.{key}", sub)
+        return out
+    return {"*": _lr_choice(name, values)}
+
+
+def _lr_choice(where: str, values: Any) -> LRChoice:
+    if isinstance(values, dict):
+        rng = validate(LRRange, values, source=f"axes.{where}")
+        lo, hi = rng.log2
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise UserError(f"axes.{where}.log2: bounds must be finite")
+        if lo > hi:
+            raise UserError(f"axes.{where}.log2: range upside down ({lo} > {hi}); "
+                            f"write [low, high]")
+        n = round((hi - lo) * rng.per_octave)
+        grid = tuple(2.0 ** (lo + i / rng.per_octave) for i in range(n + 1))
+        return LRChoice(grid, lo, hi)
+    if not isinstance(values, list):
+        raise UserError(f"axes.{where}: expected a list of LRs or {{log2: [lo, hi], "
+                        f"per_octave: k}}, got {_kind(values)}")
+    if not values:
+        raise UserError(f"axes.{where}: empty list; give at least one LR")
+    lrs = tuple(_positive(f"axes.{where}[{i}]", v) for i, v in enumerate(values))
+    return LRChoice(lrs, math.log2(min(lrs)), math.log2(max(lrs)))
+
+
+def _positive(where: str, value: Any) -> float:
+    """An LR: a positive finite number (YAML reads `1e-3` as text, so numeric text counts)."""
+    try:
+        lr = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: {value!r} is not a number") from None
+    if not math.isfinite(lr) or lr <= 0:
+        raise UserError(f"{where}: {value!r} is not a positive learning rate")
+    return lr
+
+
+def _check_paths(axes: list[Axis]) -> None:
+    """No two axes may set the same field, or one a field inside another's."""
+    for i, a in enumerate(axes):
+        for b in axes[i + 1:]:
+            if a.path == b.path or b.path.startswith(a.path + ".") or \
+                    a.path.startswith(b.path + "."):
+                raise UserError(f"axes.{b.name}: sets the same field as axes.{a.name} "
+                                f"({b.path})")
+
+
+def _check_lr_covers(axis: Axis, parameterizations: list[str]) -> None:
+    if axis.lr is None or "*" in axis.lr:
+        return
+    for p in parameterizations:
+        if p not in axis.lr:
+            raise UserError(f"axes.{axis.name}: no LRs for parameterization {p} "
+                            f"(given for {', '.join(axis.lr)})")
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def check_analysis(section: AnalysisSection | None, axes: list[Axis]) -> None:
+    """The sweep file's `analysis:` names axes this sweep varies (the analysis checks the
+    same on the stored trials, for a choice made on the command line)."""
+    if section is None:
+        return
+    by_column = {a.column: a for a in axes}
+
+    def varies(name: str) -> bool:
+        axis = by_column.get(name)
+        return axis is not None and (axis.lr is not None or len(set(map(repr, axis.values))) > 1)
+
+    target = section.target
+    if target is not None and target != "lr":
+        axis = by_column.get(target)
+        if axis is None or target in ("seed", "width", "parameterization", "optimizer"):
+            raise UserError(f"analysis.target: {target} is not a swept numeric axis of this "
+                            "sweep")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in axis.values):
+            raise UserError(f"analysis.target: {target} is not a numeric axis")
+        if not varies(target):
+            raise UserError(f"analysis.target: {target} does not vary in this sweep")
+    for name in section.scale or []:
+        ok = (any(varies(s) for s in TOKEN_SOURCES) if name == "tokens" else varies(name))
+        if not ok:
+            raise UserError(f"analysis.scale: {name} does not vary in this sweep (a scale "
+                            "axis needs two values at least)")
+        if name == target:
+            raise UserError(f"analysis.scale: {name} is also the target")

@@ -1,0 +1,228 @@
+"""Expanding a sweep into cells: one fully resolved, validated TrialConfig per grid point.
+
+Every cell is validated before anything runs or is written, so that a bad value anywhere in
+the grid is reported (naming the axis or field) up front. For adaptive search the units are
+*groups* (every axis but the LR) with an LR range instead of LR values.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mutransfer.config import TrialConfig
+from mutransfer.configbase import set_dotted
+from mutransfer.errors import UserError
+from mutransfer.sweep.plan.axes import (
+    SHORTCUTS,
+    Axis,
+    check_analysis,
+    parameterizations,
+    parse_axes,
+)
+from mutransfer.sweep.plan.identity import group_id, trial_id
+from mutransfer.sweep.plan.spec import SweepSpec, load_spec
+
+
+@dataclass
+class Cell:
+    """One trial of the grid."""
+
+    trial_id: str
+    config: dict[str, Any]  # TrialConfig.model_dump(mode="json")
+    columns: dict[str, Any]  # trials-table values: width, parameterization, lr, ..., axes
+
+    @property
+    def width(self) -> int:
+        return int(self.config["width"])
+
+
+@dataclass
+class Group:
+    """Every axis but the LR fixed: one adaptive study over log LR in [2^lo, 2^hi]."""
+
+    group_id: str
+    config: dict[str, Any]  # the resolved config at LR 2^lo
+    columns: dict[str, Any]
+    log2_lo: float
+    log2_hi: float
+    budget: int  # trials of the study
+
+    @property
+    def width(self) -> int:
+        return int(self.config["width"])
+
+
+@dataclass
+class Plan:
+    """A validated sweep: its spec, axes and cells (grid) or groups (adaptive search)."""
+
+    spec: SweepSpec
+    source: str
+    axes: list[Axis]
+    cells: list[Cell] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    file_text: str = ""
+
+    @property
+    def adaptive(self) -> bool:
+        """Groups with an LR range instead of cells (the search strategy says)."""
+        return self.spec.search.adaptive
+
+    @property
+    def part_of_grid(self) -> bool:
+        """The strategy runs a subset of the grid's cells, deciding as it goes."""
+        return self.spec.search.part_of_grid
+
+    @property
+    def n_trials(self) -> int:
+        return sum(g.budget for g in self.groups) if self.adaptive else len(self.cells)
+
+    def data_configs(self) -> list[dict[str, Any]]:
+        """The distinct data configs of the sweep (checked for presence before running)."""
+        units = self.groups if self.adaptive else self.cells
+        seen: dict[str, dict[str, Any]] = {}
+        for unit in units:
+            seen.setdefault(repr(sorted(unit.config["data"].items())), unit.config["data"])
+        return list(seen.values())
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read, validate and expand a sweep file; UserError (one line) on any problem."""
+    spec = load_spec(path)
+    plan = build_plan(spec, source=str(path))
+    plan.file_text = Path(path).read_text()
+    return plan
+
+
+def build_plan(spec: SweepSpec, source: str = "sweep") -> Plan:
+    try:
+        axes = parse_axes(spec.axes, parameterizations(spec))
+        check_analysis(spec.analysis, axes)
+        plan = Plan(spec, source, axes)
+        if plan.adaptive:
+            plan.groups = _groups(spec, axes)
+        else:
+            plan.cells = _cells(spec, axes)
+        if plan.part_of_grid and not any(a.lr is not None for a in axes):
+            raise UserError(f"axes.lr: a {spec.search.kind} search needs an LR axis to search")
+    except UserError as exc:
+        raise UserError(f"{source}: {exc}") from None
+    return plan
+
+
+def _combinations(axes: list[Axis]) -> list[dict[str, Any]]:
+    """Every assignment of the non-LR axes, in file order (the first axis varies slowest)."""
+    plain = [a for a in axes if a.lr is None]
+    return [dict(zip([a.name for a in plain], combo))
+            for combo in itertools.product(*[a.values for a in plain])]
+
+
+def _assign(spec: SweepSpec, axes: list[Axis], values: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(spec.base_config())
+    for axis in axes:
+        if axis.name in values:
+            set_dotted(data, axis.path, copy.deepcopy(values[axis.name]))
+    return data
+
+
+def _resolve(spec: SweepSpec, axes: list[Axis], values: dict[str, Any]) -> TrialConfig:
+    try:
+        return TrialConfig.model_validate(_assign(spec, axes, values))
+    except ValidationError as exc:
+        raise UserError(_cell_error(exc, axes, values)) from None
+
+
+def _cells(spec: SweepSpec, axes: list[Axis]) -> list[Cell]:
+    lr_axis = next((a for a in axes if a.lr is not None), None)
+    cells: dict[str, Cell] = {}
+    for combo in _combinations(axes):
+        lrs: tuple[Any, ...] = (None,)
+        if lr_axis is not None:
+            pname = str(_assign(spec, axes, combo)["param"].get("name", "sp"))
+            lrs = lr_axis.lr_for(pname).values
+        for lr in lrs:
+            values = combo if lr_axis is None else {**combo, lr_axis.name: lr}
+            dumped = _resolve(spec, axes, values).model_dump(mode="json")
+            cell = Cell(trial_id(dumped), dumped, columns_of(dumped, axes))
+            cells.setdefault(cell.trial_id, cell)  # axes that change nothing: one trial
+    return sorted(cells.values(), key=_cost_order)
+
+
+def _groups(spec: SweepSpec, axes: list[Axis]) -> list[Group]:
+    lr_axis = next((a for a in axes if a.lr is not None), None)
+    if lr_axis is None:
+        raise UserError("axes.lr: adaptive search needs an LR range, e.g. "
+                        "lr: {log2: [-12, -4]}")
+    groups: dict[str, Group] = {}
+    for combo in _combinations(axes):
+        pname = str(_assign(spec, axes, combo)["param"].get("name", "sp"))
+        choice = lr_axis.lr_for(pname)
+        if choice.log2_hi <= choice.log2_lo:
+            raise UserError(f"axes.{lr_axis.name}: adaptive search needs a range with "
+                            f"low < high (got a single LR for {pname})")
+        _resolve(spec, axes, {**combo, lr_axis.name: 2.0 ** choice.log2_hi})  # both ends valid
+        config = _resolve(spec, axes, {**combo, lr_axis.name: 2.0 ** choice.log2_lo})
+        dumped = config.model_dump(mode="json")
+        columns = {k: v for k, v in columns_of(dumped, axes).items() if k != "lr"}
+        gid = group_id(dumped)
+        groups.setdefault(gid, Group(gid, dumped, columns, choice.log2_lo, choice.log2_hi,
+                                     spec.search.trials_per_width))
+    return sorted(groups.values(), key=_cost_order)
+
+
+def _cost_order(unit: Cell | Group) -> tuple[int, int]:
+    """Widest (and longest) first: the big trials start early, which shortens the sweep."""
+    steps = unit.config["train"].get("steps") or 0
+    return (-unit.width, -int(steps))
+
+
+def value_at(config: dict[str, Any], path: str) -> Any:
+    node: Any = config
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def columns_of(config: dict[str, Any], axes: list[Axis]) -> dict[str, Any]:
+    """The trials-table columns of a resolved config: the fixed ones (the axis shortcuts),
+    then one per extra axis."""
+    cols = {name: value_at(config, path) for name, path in SHORTCUTS.items()}
+    for axis in axes:
+        if axis.column not in cols:
+            cols[axis.column] = value_at(config, axis.path)
+    return cols
+
+
+def _cell_error(exc: ValidationError, axes: list[Axis], values: dict[str, Any]) -> str:
+    """One line: the axis and value responsible when there is one, else the field."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = re.sub(r"^(Value|Assertion) error, ", "", str(err.get("msg", "invalid value")))
+    axis = _blame(loc, msg, axes, values)
+    if axis is not None:
+        where = f"{loc}: " if loc and loc != axis.path else ""
+        return f"axes.{axis.name}: {values[axis.name]!r}: {where}{msg}"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _blame(loc: str, msg: str, axes: list[Axis], values: dict[str, Any]) -> Axis | None:
+    """The axis whose path holds the failing field, or for a whole-config check (no field)
+    the axis whose last name the message mentions (e.g. `width 32 is below base_width`)."""
+    for axis in axes:
+        if axis.name in values and loc and (loc == axis.path or loc.startswith(axis.path + ".")
+                                            or axis.path.startswith(loc + ".")):
+            return axis
+    if not loc:
+        for axis in axes:
+            leaf = axis.path.rsplit(".", 1)[-1]
+            if axis.name in values and re.search(rf"\b{re.escape(leaf)}\b", msg):
+                return axis
+    return None
+

@@ -1,0 +1,272 @@
+"""Sweep files: the pydantic model and loading with one-line errors.
+
+A sweep file holds the base trial config (`model`, `train`, `data`, `param`, `width`), the
+`axes` to sweep (see mutransfer/sweep/plan/axes.py), and how to run it (`resources`, `search`,
+`retries`, `storage`, `loggers`). Every cell is validated as a full TrialConfig in
+mutransfer/sweep/plan/cells.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from mutransfer.analysis_defaults import FIT_WINDOW, AnalysisSection
+from mutransfer.configbase import StrictModel, read_yaml, validate
+
+WidthMap = dict[int, float]
+Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
+
+
+class Resources(StrictModel):
+    """Per-trial resources. A mapping {width: amount} gives the amount of the largest listed
+    width at or below the trial's width (widths below the smallest key take its amount), so
+    `gpus_per_trial: {64: 0.25, 1024: 1}` packs four small trials on a GPU up to width 1023."""
+
+    cpus_per_trial: float | WidthMap = 1.0  # floats: an int default warns when serialized
+    gpus_per_trial: float | WidthMap | Literal["auto"] = Field(0.0, description=(
+        "GPUs per trial: a number, {width: amount}, or auto: the largest 1/k of a GPU that "
+        "holds the trial's estimated peak memory (mutransfer/cost) with a 20% margin, "
+        "given gpu_memory_gb"))
+    gpu_memory_gb: float | None = Field(None, gt=0, description=(
+        "memory of one GPU of the cluster: gpus_per_trial auto packs by it, and a trial whose "
+        "estimated peak memory does not fit its share is refused before the sweep starts"))
+    max_concurrent: int | None = Field(None, ge=1)  # cap on trials at once (None: what fits)
+
+    @field_validator("cpus_per_trial", "gpus_per_trial")
+    @classmethod
+    def _amounts(cls, value: float | WidthMap | str, info: ValidationInfo
+                 ) -> float | WidthMap | str:
+        if value == "auto":
+            if info.field_name == "cpus_per_trial":
+                raise PydanticCustomError("amount", "auto is for gpus_per_trial only")
+            return value
+        amounts = value.values() if isinstance(value, dict) else [value]
+        if isinstance(value, dict) and not value:
+            raise PydanticCustomError("empty", "empty mapping; give a number or {width: amount}")
+        for amount in amounts:
+            if not math.isfinite(amount) or amount < 0:
+                raise PydanticCustomError("amount", f"{amount} is not a non-negative amount")
+            if info.field_name == "cpus_per_trial" and amount <= 0:
+                raise PydanticCustomError("amount", "a trial needs more than 0 CPUs")
+        return value
+
+    def cpus_for(self, width: int) -> float:
+        return amount_for(self.cpus_per_trial, width)
+
+    def gpus_for(self, width: int) -> float:
+        """A fixed or per-width amount (auto: mutransfer/sweep/plan/packing.py, per trial)."""
+        return amount_for(self.gpus_per_trial, width)
+
+    @model_validator(mode="after")
+    def _auto_needs_memory(self) -> Resources:
+        if self.gpus_per_trial == "auto" and self.gpu_memory_gb is None:
+            raise PydanticCustomError("auto", "gpus_per_trial auto needs gpu_memory_gb (the "
+                                              "memory of one GPU, e.g. 80)")
+        return self
+
+
+def amount_for(value: float | WidthMap, width: int) -> float:
+    """A fixed amount, or the entry of the largest key <= width (else the smallest key)."""
+    if not isinstance(value, dict):
+        return float(value)
+    keys = sorted(value)
+    at_most = [k for k in keys if k <= width]
+    return float(value[at_most[-1] if at_most else keys[0]])
+
+
+class Stop(StrictModel):
+    """Early stopping (mutransfer/sweep/search/stopping.py): a trial is stopped at an eval point
+    when its LR is at least `protect_octaves` from the best LR of its width and seed at that
+    step and its loss is behind that LR's by more than `safety` x the crossing allowance (the
+    most a gap has closed by the end on the curves complete at the family's other widths)."""
+
+    protect_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+        "LRs nearer than this (octaves) to the step's best LR are never stopped; the default, "
+        "the analysis's fit window, never stops an LR the fit weighs"))
+    safety: float = Field(1.0, ge=0, le=100, allow_inf_nan=False, description=(
+        "multiplies the crossing allowance; 0 stops whatever is behind (biased: short runs "
+        "favour high LRs)"))
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a `search.kind` is to the plan: which options of `search:` it takes, and what
+    units it runs (its strategy, mutransfer/sweep/search/, decides which of them run)."""
+
+    options: tuple[str, ...] = ()
+    adaptive: bool = False      # groups with an LR range, each trial at an LR it picks
+    part_of_grid: bool = False  # a subset of the grid's cells, decided as it goes
+
+
+# Every search kind, in the order the schema lists them; an option of `search:` written for
+# another kind is an error. A new strategy adds its kind here (docs/search-strategies.md).
+KINDS: dict[str, Kind] = {
+    "grid": Kind(options=("stop",)),
+    "optuna": Kind(options=("trials_per_width", "max_concurrent", "seed"), adaptive=True),
+    "transfer": Kind(options=("full_widths", "window", "settle_octaves", "probe_stability",
+                              "stop"), part_of_grid=True),
+}
+
+
+def _kinds_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(KINDS)
+
+
+class Search(StrictModel):
+    """How the LR axis is searched. `grid` runs every cell. `optuna` runs, per group of
+    non-LR axis values (width, parameterization, seed, ...), `trials_per_width` trials whose
+    LRs Optuna's TPE sampler proposes in the group's LR range. `transfer` runs, per family
+    (parameterization and every other axis but width, LR and seed), the whole LR grid at its
+    `full_widths` smallest widths and, at each wider width, a window of the grid around the lr*
+    predicted from the widths below (the drift fit), widened in grid steps until the optimum is
+    bracketed; every LR it runs has all its seeds, and its cells are the grid's (same trial ids,
+    so grid and transfer results mix in one store)."""
+
+    kind: str = Field("grid", json_schema_extra=_kinds_enum)  # a key of KINDS
+    trials_per_width: int = Field(12, ge=1, description="optuna: trials per group")
+    max_concurrent: int = Field(2, ge=1, description="optuna: trials of one study at once")
+    seed: int = Field(0, description="optuna: seed of the samplers (each study adds its "
+                                     "group's position)")
+    full_widths: int = Field(1, ge=1, description=(
+        "transfer: how many of each family's smallest widths run the whole LR grid"))
+    window: int = Field(3, ge=1, description=(
+        "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
+        "(more where the prediction's standard error spans more of the grid)"))
+    settle_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+        "transfer: a width is settled once every grid LR less than this many octaves from "
+        "its best LR and from the fitted optimum has run (the window widens one grid step at "
+        "a time until they have; above the optimum an LR where every seed diverged closes "
+        "the side). The default is the analysis's fit window, so the fit sees the grid's "
+        "points on any LR spacing and lr* comes out as the grid's; less costs less and "
+        "leaves the fit's outer points out"))
+    stop: Stop | None = Field(None, description=(
+        "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
+        "benchmarks/README.md measures what it saves and how far it moves lr*)"))
+    probe_stability: bool = Field(False, description=(
+        "transfer: at each settled width, also run upward from the best LR, one grid step at "
+        "a time, until an LR diverges or the grid ends, so the analysis locates the stability "
+        "boundary at every width"))
+
+    @property
+    def adaptive(self) -> bool:
+        """Trials at sampled LRs per group, not cells of the grid (the kind says)."""
+        return KINDS[self.kind].adaptive
+
+    @property
+    def part_of_grid(self) -> bool:
+        """A subset of the grid's cells, decided as the search goes (the kind says)."""
+        return KINDS[self.kind].part_of_grid
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, value: Any) -> Any:
+        if not isinstance(value, str) or value not in KINDS:
+            names = [repr(k) for k in KINDS]
+            expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
+                                   else names)
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": expected})
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_margin(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "margin" in data:
+            raise PydanticCustomError(
+                "search_option", "margin was removed: the transfer search now settles by the "
+                "analysis's fit window in octaves (settle_octaves, default {w}); delete margin",
+                {"w": FIT_WINDOW})
+        return data
+
+    @model_validator(mode="after")
+    def _options_of_kind(self) -> Search:
+        for name in sorted(self.model_fields_set - {"kind"}):
+            kinds = [k for k, kind in KINDS.items() if name in kind.options]
+            if self.kind not in kinds:
+                raise PydanticCustomError(
+                    "search_option",
+                    f"{name} is an option of kind {' or '.join(kinds)}, not {self.kind}")
+        return self
+
+
+
+class SweepSpec(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=100)
+    model: dict[str, Any] = {}
+    train: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    param: dict[str, Any] = {}
+    width: int | None = Field(None, ge=8)  # the width of every cell unless `width` is an axis
+    axes: dict[str, Any] = {}
+    resources: Resources = Resources()
+    search: Search = Search()
+    analysis: AnalysisSection | None = Field(None, description=(
+        "what the analysis reports: the target hyperparameter and the scale axes"))
+    retries: int = Field(2, ge=0)  # a failed trial (an exception, a lost worker) runs again
+    storage: str | None = Field(None, min_length=1)  # default results/NAME (local) or a URI
+    loggers: list[Logger] = Field([], description=(
+        "Ray Tune's logger callbacks, writing under STORAGE/tune/ (tensorboard, csv, json) or "
+        "to their service (wandb, mlflow: their package must be installed); the store stays "
+        "the record"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_are_mappings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("model", "train", "data", "param", "axes"):
+                if data.get(key) is None and key in data:
+                    data = {**data, key: {}}
+        return data
+
+    @property
+    def storage_location(self) -> str:
+        return self.storage or f"results/{self.name}"
+
+    def base_config(self) -> dict[str, Any]:
+        """The trial config every cell starts from (axes then set their paths)."""
+        base: dict[str, Any] = {"model": dict(self.model), "train": dict(self.train),
+                                "data": dict(self.data), "param": dict(self.param)}
+        if self.width is not None:
+            base["width"] = self.width
+        return base
+
+
+class LRRange(StrictModel):
+    """LRs 2^lo ... 2^hi, `per_octave` points per factor of two (both ends included)."""
+
+    log2: tuple[float, float]
+    per_octave: int = Field(1, ge=1, le=64)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of sweep files, with the typed trial sections and axes."""
+    from pydantic import ConfigDict, create_model
+
+    from mutransfer.config import ModelConfig, TrainConfig
+    from mutransfer.data.config import DataConfig
+    from mutransfer.param.config import ParamConfig, ParamName
+
+    values = list[float] | LRRange
+    axes = create_model(
+        "Axes", __config__=ConfigDict(extra="allow"),
+        width=(list[int] | None, None), parameterization=(list[ParamName] | None, None),
+        lr=(values | dict[ParamName, values] | None, None), seed=(list[int] | None, None))
+    axes.__doc__ = ("Each axis is a non-empty list of values; `lr` may also be a log2 range or "
+                    "a mapping per parameterization. Any other key is a dotted path into the "
+                    "trial config, e.g. param.overrides.ssm_B.lr_mult or train.steps.")
+    schema_model = create_model(
+        "SweepFile", __base__=SweepSpec,
+        model=(ModelConfig, ModelConfig()), train=(TrainConfig, TrainConfig()),
+        data=(DataConfig, DataConfig()), param=(ParamConfig, ParamConfig()), axes=(axes, {}))
+    return schema_model.model_json_schema()
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file (the sections themselves are checked per cell)."""
+    return validate(SweepSpec, read_yaml(path), source=str(path))

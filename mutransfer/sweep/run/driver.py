@@ -1,0 +1,251 @@
+"""The sweep entry point: validate, compare with the store, run what is missing.
+
+`run(spec | dict | path, ...)` is the Python API (a notebook calls it; `mutransfer sweep` is a
+thin shell over it that prints the end of the run and the analysis). Order matters:
+everything that can be wrong with the input (the file, its size, every cell, the data and the
+batches it gives, the storage address and folder) is checked before any folder is created or
+Ray is started, so a bad sweep writes nothing. Then the driver takes the store's lease
+(mutransfer/results/lease.py): a second driver on the same store refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from mutransfer.configbase import validate
+from mutransfer.errors import UserError
+from mutransfer.results.lease import Lease, busy_message, live_holder
+from mutransfer.results.store import Store, StoreState, Tables, read_tables
+from mutransfer.sweep.plan.cells import Plan, build_plan
+from mutransfer.sweep.plan.horizon import describe as horizon_lines
+from mutransfer.sweep.plan.packing import check_fit, plan_cost
+from mutransfer.sweep.plan.size import check_size
+from mutransfer.sweep.plan.spec import SweepSpec, load_spec
+from mutransfer.sweep.run.cluster import check_local_resources, check_storage_reachable, probe
+from mutransfer.sweep.run.horizon import run_phases
+from mutransfer.sweep.run.loggers import check_loggers
+from mutransfer.sweep.run.runner import RunOptions, execute
+from mutransfer.sweep.search.base import Work
+from mutransfer.sweep.search.registry import plan_work, strategy_for
+
+# what `run` accepts: a validated spec, the same as a mapping (a parsed YAML document), or
+# the path of a sweep file
+SpecLike = SweepSpec | Mapping[str, Any] | str | os.PathLike
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep run did. The store at `storage` holds every result (read it with
+    `tables()`); the counts are of this run's trials."""
+
+    name: str
+    storage: str  # the store's location (a path or URI)
+    search: str  # grid, optuna or transfer
+    planned: int  # trials of the whole plan (a transfer search: those it expects)
+    to_run: int  # trials this run set out to run (0: the store held every one)
+    complete: int = 0
+    diverged: int = 0
+    failed: int = 0  # failed for good (after the retries); a re-run tries them again
+    unfinished: int = 0  # neither finished nor failed: the run was stopped (Ctrl-C)
+    remaining: int = 0  # trials of the plan still to run after this run
+    elapsed_s: float = 0.0
+    set_aside: tuple[str, ...] = ()  # damaged parts renamed aside (their cells ran again)
+    ended_orphans: int = 0  # processes a killed driver of this store had left, ended
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped before every trial finished: run the sweep again to resume."""
+        return self.unfinished > 0
+
+    @property
+    def ok(self) -> bool:
+        """Every trial of the plan is in the store, none failed for good."""
+        return not self.interrupted and self.failed == 0 and self.remaining == 0
+
+    def tables(self, include_running: bool = False) -> Tables:
+        """The store's trials and steps tables (docs/results-format.md)."""
+        return read_tables(self.storage, include_running=include_running)
+
+
+def run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
+        num_cpus: int | None = None, num_gpus: int | None = None,
+        max_cells: int | None = None, out: TextIO | None = None) -> SweepResult:
+    """Run the cells of `spec` that the store does not hold yet, on a local Ray (or the
+    cluster at `address`), and wait for them. `storage` overrides the spec's; `out` gets
+    the header and the live progress line (default stdout). Bad input, or a store another
+    driver holds, raises UserError before anything is written."""
+    out = out or sys.stdout
+    plan = prepare(spec, storage, address, max_cells=max_cells)
+    check_local_resources(address, num_cpus, num_gpus)
+    store = Store(plan.spec.storage_location)
+    store.check_is_store()
+    created = not store.exists()
+    lease = Lease(store)
+    if not created and (holder := live_holder(store)) is not None:  # before writing anything
+        raise UserError(busy_message(store, holder))
+    store.ensure_writable()
+    ended = lease.acquire()
+    try:
+        if ended:
+            print(f"ended {len(ended)} processes a killed driver of this store had left "
+                  f"running", file=out)
+        return _run_holding_lease(plan, store, RunOptions(address, num_cpus, num_gpus, out),
+                                  ended=len(ended))
+    except UserError:
+        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
+        # a results folder this run created holds nothing yet, so it goes again
+        lease.release()  # first: its heartbeat must not write into a folder being removed
+        if created:
+            store.delete_if_no_results()
+        raise
+    finally:
+        lease.release()
+
+
+def prepare(spec: SpecLike, storage: str | None = None, address: str | None = None,
+            check_data: bool = True, max_cells: int | None = None) -> Plan:
+    """The validated plan of a sweep, with its size, data and storage checked."""
+    sweep, source, text = _load(spec)
+    check_size(sweep, source, max_cells)  # before a single cell is built
+    plan = build_plan(sweep, source=source)
+    plan.file_text = text
+    try:  # a trial that cannot fit its GPU share: refused now, not as an OOM hours in
+        check_fit(plan.spec.resources, [u.config for u in (plan.groups or plan.cells)])
+    except UserError as exc:
+        raise UserError(f"{source}: {exc}") from None
+    if storage is not None:
+        plan.spec.storage = storage
+    check_storage_reachable(plan.spec.storage_location, address)
+    if address is not None and address != "local":
+        probe(address)  # an unreachable cluster is an input error: found before writing
+    if check_data:  # what this machine runs (a submitted job checks on the cluster)
+        check_loggers(plan.spec.loggers)
+        check_data_present(plan)
+    return plan
+
+
+def _load(spec: SpecLike) -> tuple[SweepSpec, str, str]:
+    """The spec, the name its errors start with, and the text stored as sweep.yaml."""
+    if isinstance(spec, (str, os.PathLike)):
+        path = str(spec)
+        return load_spec(path), path, Path(path).read_text()
+    if isinstance(spec, Mapping):
+        spec = validate(SweepSpec, dict(spec), source="sweep")
+    if not isinstance(spec, SweepSpec):
+        raise UserError(f"a sweep is a SweepSpec, a mapping or a file path, not "
+                        f"{type(spec).__name__}")
+    doc = spec.model_dump(mode="json", exclude_unset=True)
+    return spec.model_copy(deep=True), "sweep", yaml.safe_dump(doc, sort_keys=False)
+
+
+def check_data_present(plan: Plan) -> None:
+    """Open each distinct data source once on the driver and draw a batch of each split in
+    each shape its trials use: a missing dataset, or one too small for a batch, is reported
+    before Ray starts (the data layer's error says where the files should be)."""
+    from mutransfer.data.config import DataConfig
+    from mutransfer.data.preflight import check_batches, shapes_by_data
+
+    configs = [u.config for u in (plan.groups if plan.adaptive else plan.cells)]
+    for data, shapes in shapes_by_data(configs):
+        try:
+            check_batches(DataConfig.model_validate(data), shapes)
+        except UserError as exc:
+            path = data.get("path")
+            hint = (f"; put the data at {path} (see the comment at the top of the sweep "
+                    f"file) or change data.path") if path and path in str(exc) else ""
+            raise UserError(f"{plan.source}: data: {exc}{hint}") from None
+
+
+def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
+    """The pre-flight's tokenizing: each text source of the sweep into its token cache
+    (mutransfer/data/cache.py) unless it is there, so that no trial tokenizes; the folders."""
+    from mutransfer.data.preflight import prepare_caches
+
+    return prepare_caches(plan.data_configs(), out=out)
+
+
+def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
+                       ended: int) -> SweepResult:
+    out = options.out
+    state = store.scan(repair=True)
+    for path in state.set_aside:
+        print(f"set aside a damaged part (its cell runs again): {path}", file=out)
+    save_sweep_copy(store, plan)
+    work = plan_work(plan, state)
+    print(header(plan, store, work), file=out)
+    base = {"name": plan.spec.name, "storage": store.location, "search": plan.spec.search.kind,
+            "set_aside": tuple(state.set_aside), "ended_orphans": ended}
+    if work.n_trials == 0:
+        return SweepResult(**base, planned=plan.n_trials, to_run=0)
+    prepare_data(plan, out)
+    outcome = run_phases(plan, store, work, options, execute)  # horizon branching's hook
+    left = plan_work(plan, store.scan(repair=False)).n_trials
+    return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
+                       complete=outcome.complete, diverged=outcome.diverged,
+                       failed=outcome.failed, unfinished=outcome.unfinished, remaining=left,
+                       elapsed_s=outcome.elapsed_s)
+
+
+def header(plan: Plan, store: Store, work: Work) -> str:
+    """The run's first line; `work` is plan_work's answer: the rest of the plan is complete."""
+    to_run = work.n_trials
+    if plan.part_of_grid:  # it decides as it goes: what it runs at least and at most
+        summary = strategy_for(plan.spec.search.kind).summary(plan, work)
+        return (f"sweep {plan.spec.name}: {summary}; "
+                f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
+                f"{store.location}")
+    unit = "trials" if plan.adaptive else "cells"
+    return (f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} "
+            f"complete, {to_run} to run -> {store.location}")
+
+
+def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
+            num_cpus: int | None = None, num_gpus: int | None = None,
+            max_cells: int | None = None, gpu: str | None = None,
+            mfu: float | None = None) -> str:
+    """The listing of the cells, what the store already holds and the cost table; writes
+    nothing, starts nothing (the same input checks as `run`, but data that is not there yet
+    is a note: the plan does not need it)."""
+    plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells)
+    check_loggers(plan.spec.loggers)
+    try:
+        check_data_present(plan)
+        data_note = None
+    except UserError as exc:
+        data_note = f"note: {exc} (a run would stop here, before any trial)"
+    check_local_resources(address, num_cpus, num_gpus)
+    store = Store(plan.spec.storage_location)
+    store.check_is_store()
+    state = store.scan(repair=False) if store.exists() else StoreState()
+    holder = live_holder(store) if store.exists() else None
+    lines = [] if holder is None else \
+        [f"note: a sweep driver is running on this store ({holder.describe()})"]
+    if data_note:
+        lines.append(data_note)
+    work = plan_work(plan, state)
+    lines.append(header(plan, store, work))
+    if state.corrupt:
+        lines.append(f"{len(state.corrupt)} damaged parts would be set aside and re-run")
+    lines.append(strategy_for(plan.spec.search.kind).listing(plan, work, state))
+    lines += horizon_lines(plan, state, store if store.exists() else None)
+    lines.append(plan_cost(plan, gpu, mfu))
+    return "\n".join(lines)
+
+
+def save_sweep_copy(store: Store, plan: Plan) -> None:
+    """sweep.yaml: the file as run; an earlier, different version moves to history/."""
+    old = store.read_text("sweep.yaml")
+    if old == plan.file_text:
+        return
+    if old is not None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        store.write_text(f"history/sweep-{stamp}.yaml", old)
+    store.write_text("sweep.yaml", plan.file_text)

@@ -1,0 +1,241 @@
+"""Sweeps as Ray jobs: submit, status, logs, through Ray's Jobs API (JobSubmissionClient).
+
+The job runs `python -m mutransfer.cli sweep FILE --address auto` on the cluster's head, with
+the project folder uploaded as its working directory; results go to the sweep's storage,
+which must therefore be a location every node reaches.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from mutransfer.errors import UserError, first_line
+from mutransfer.sweep.run.cluster import (
+    check_storage_reachable,
+    enable_token_auth,
+    quiet_ray_env,
+)
+
+# Never uploaded: results, data, environments, caches (the job reads data where the
+# cluster has it, and writes results to the sweep's storage).
+EXCLUDES = ["results/", "data/", ".git/", ".venv/", "venv/", "**/__pycache__/", "*.parquet",
+            ".pytest_cache/", ".ruff_cache/", "*.egg-info/", "build/", "dist/"]
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+def dashboard_address(address: str) -> str:
+    """`HOST:8265` or `http(s)://HOST:8265`; the Jobs API speaks HTTP."""
+    return address if address.startswith(("http://", "https://")) else f"http://{address}"
+
+
+def client(address: str) -> Any:
+    """A JobSubmissionClient connected to `address`, or a one-line UserError."""
+    import logging
+
+    quiet_ray_env()
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as exc:  # pragma: no cover - ray is a dependency
+        raise UserError(f"the Ray Jobs API is not available ({exc})") from None
+    for name in ("ray", "ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk"):
+        logging.getLogger(name).setLevel(logging.WARNING)  # no "creating a file package" lines
+    url = dashboard_address(address)
+    _probe_dashboard(address, url)
+    try:
+        return _connect(JobSubmissionClient, url)
+    except RuntimeError as exc:
+        if "ray[default]" in str(exc):
+            raise UserError("submitting jobs needs Ray's HTTP client: pip install "
+                            "'ray[default]'") from None
+        raise UserError(f"dashboard {address}: {first_line(exc)}") from None
+    except (ConnectionError, OSError, ValueError) as exc:
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
+                        f"({first_line(exc)})") from None
+
+
+def _connect(client_cls: Any, url: str) -> Any:
+    """Connect; a cluster with token authentication (the default of Ray >= 2.5x clusters)
+    gets the local token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) on a
+    second try, as `ray.init` would send it."""
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return client_cls(url)
+    except AuthenticationError:
+        if not enable_token_auth():
+            raise UserError(f"{url}: the cluster requires an authentication token; set "
+                            f"RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on "
+                            f"the head)") from None
+    try:
+        return client_cls(url)
+    except AuthenticationError:
+        raise UserError(f"{url}: the cluster refused the authentication token; set "
+                        f"RAY_AUTH_TOKEN to the cluster's token") from None
+
+
+def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at the dashboard's host and port."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 8265)
+    except ValueError:
+        raise UserError(f"dashboard {address}: not a valid HOST:PORT") from None
+    if not parts.hostname:
+        raise UserError(f"dashboard {address}: expected http://HOST:8265")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
+                        f"({exc.strerror or exc})") from None
+
+
+def entrypoint(sweep_file: str, storage: str | None, analysis: bool,
+               max_cells: int | None = None) -> str:
+    # `python -m`: works whether mutransfer is installed on the cluster or only uploaded
+    args = ["python", "-m", "mutransfer.cli", "sweep", sweep_file, "--address", "auto"]
+    if storage:
+        args += ["--storage", storage]
+    if max_cells is not None:
+        args += ["--max-cells", str(max_cells)]
+    if not analysis:
+        args.append("--no-analysis")
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def submit(path: str, address: str, working_dir: str | None = None, storage: str | None = None,
+           analysis: bool = True, job_id: str | None = None, max_cells: int | None = None) -> str:
+    """Validate the sweep here, then send it as a job; returns the job id. The job's driver
+    takes the store's lease itself; a store that a driver holds already is refused here."""
+    from mutransfer.sweep.run.driver import prepare
+
+    # the data lives on the cluster
+    plan = prepare(path, storage=storage, check_data=False, max_cells=max_cells)
+    check_storage_reachable(plan.spec.storage_location, address="remote")
+    _refuse_a_held_store(plan.spec.storage_location)
+    root = Path(working_dir or os.getcwd()).resolve()
+    rel = _inside(Path(path).resolve(), root)
+    runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
+    jobs = client(address)
+    try:
+        return _submit_when_an_agent_is_up(
+            jobs, entrypoint=entrypoint(rel, storage, analysis, max_cells),
+            runtime_env=runtime_env,
+            submission_id=job_id, metadata={"sweep": plan.spec.name})
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise UserError(f"submitting {path} to {address} failed: {first_line(exc)}") from None
+
+
+def _refuse_a_held_store(location: str) -> None:
+    """Where this machine reaches the storage too (a shared path, a bucket), a live driver's
+    lease there refuses the job before it is sent; elsewhere the job's driver refuses."""
+    from mutransfer.results.lease import busy_message, live_holder
+    from mutransfer.results.store import Store
+
+    try:
+        store = Store(location)
+        store.check_is_store()
+        holder = live_holder(store) if store.exists() else None
+    except OSError:  # not reachable from here: the job checks on the cluster
+        return
+    if holder is not None:
+        raise UserError(busy_message(store, holder))
+
+
+# what Ray's dashboard answers while the head's job agent is still starting (a cluster just
+# started): nothing was created, and it asks to try again
+NO_AGENT_YET = "No available agent to submit job"
+
+
+# how long to wait for it: a head on a busy 2-core machine took over 120 s (CI); a user's
+# fresh cluster is up in seconds, so the wait costs nothing there
+AGENT_WAIT_S = 600.0
+
+
+def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = AGENT_WAIT_S, **job: Any) -> str:
+    import sys
+    import time
+
+    deadline, said = time.monotonic() + timeout_s, False
+    while True:
+        try:
+            return jobs.submit_job(**job)
+        except RuntimeError as exc:
+            if NO_AGENT_YET not in str(exc) or time.monotonic() > deadline:
+                raise
+        if not said:  # one line, not one per retry
+            print("waiting for the cluster's job agent to start ...", file=sys.stderr)
+            said = True
+        time.sleep(2.0)
+
+
+def _inside(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        raise UserError(f"{path}: the sweep file must be inside the working directory {root} "
+                        f"(it is uploaded as the job's working directory); use --working-dir"
+                        ) from None
+
+
+def status(job_id: str, address: str) -> dict[str, Any]:
+    return _status(client(address), job_id, address)
+
+
+def wait(job_id: str, address: str, poll_s: float = 5.0) -> dict[str, Any]:
+    """The job's status once it has ended (SUCCEEDED, FAILED or STOPPED), polling every
+    `poll_s` seconds through one client."""
+    import time
+
+    jobs = client(address)
+    info = _status(jobs, job_id, address)
+    while info["status"] not in TERMINAL:
+        time.sleep(poll_s)
+        info = _status(jobs, job_id, address)
+    return info
+
+
+def _status(jobs: Any, job_id: str, address: str) -> dict[str, Any]:
+    info = _call(jobs.get_job_info, job_id, address)
+    return {"job_id": job_id, "status": str(getattr(info.status, "value", info.status)),
+            "message": info.message or "", "entrypoint": info.entrypoint,
+            "start_time": info.start_time, "end_time": info.end_time}
+
+
+def logs(job_id: str, address: str) -> str:
+    return _call(client(address).get_job_logs, job_id, address)
+
+
+def follow_logs(job_id: str, address: str, out=sys.stdout) -> None:
+    """Print the job's logs as they come, until the job ends."""
+    import asyncio
+
+    jobs = client(address)
+    _call(jobs.get_job_info, job_id, address)  # a clear error for an unknown job
+
+    async def tail() -> None:
+        async for chunk in jobs.tail_job_logs(job_id):
+            out.write(chunk)
+            out.flush()
+
+    asyncio.run(tail())
+
+
+def _call(fn, job_id: str, address: str) -> Any:
+    try:
+        return fn(job_id)
+    except RuntimeError as exc:
+        if "404" in str(exc) or "does not exist" in str(exc):
+            raise UserError(f"no job {job_id} at {address}") from None
+        raise UserError(f"job {job_id} at {address}: {first_line(exc)}") from None
+    except (ConnectionError, OSError) as exc:
+        raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
+                        f"({first_line(exc)})") from None
+
+

@@ -1,0 +1,421 @@
+"""Transfer search: the whole LR grid at the smallest widths, a window around the predicted
+optimum at every wider one.
+
+A *family* is one parameterization and one value of every other axis but width, LR and seed;
+its cells form a width x LR x seed grid. The search walks a family's widths upward:
+
+- the `full_widths` smallest widths run every LR of the grid (all seeds);
+- each wider width predicts log2 lr* from the widths already settled (the drift fit: OLS of
+  log2 lr* against log2 width, or the previous lr* when one width is settled) and runs the
+  `window` LRs of the grid nearest the prediction, more when the prediction's standard error
+  spans more of the grid;
+- it then widens until every grid LR the analysis's fit would use has run: every LR less than
+  `settle_octaves` (default: the analysis's fit window, FIT_WINDOW octaves) from the best LR
+  or from the optimum fitted to what ran (a diverged LR, the grid's end, closes a side above:
+  diverged counts as "too high"); then the width is *settled* and the next one starts. The
+  rule is in octaves, as the analysis's is, not a count of LRs: on any spacing the fit then
+  sees the grid's points wherever its window lies, so lr* is the grid's;
+- with `probe_stability`, each settled width also runs upward from its best LR one step at a
+  time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
+  lie outside the fit window (every LR inside it has run already): they never change a fit.
+
+Everything here is a pure function of the finished cells' outcomes (no Ray, no I/O): the same
+results always give the same plan, which is what makes a search resumable (replaying the store
+gives back where it was) and extendable (a new width opens its window; nothing else changes).
+The Ray Tune searcher around it is mutransfer/sweep/search/transfer/searcher.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mutransfer.analysis.fit import fit_optimum  # the analysis's own estimator (downward)
+from mutransfer.analysis.slopes import ols
+from mutransfer.analysis_defaults import FIT_WINDOW
+from mutransfer.sweep.plan.cells import Cell
+from mutransfer.sweep.plan.spec import Search
+from mutransfer.sweep.search.families import Family, families_of
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished cell: diverged, or trained to `loss` (the final eval loss)."""
+
+    diverged: bool
+    loss: float = math.nan
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> Outcome:
+        """From a trials-table row or a trial's Tune result (status, diverged, final loss).
+        A diverged trial's loss is never read: it may be its last finite one, or None."""
+        diverged = bool(row.get("diverged")) or row.get("status") == "diverged"
+        loss = row.get("final_eval_loss")
+        finite = isinstance(loss, (int, float)) and math.isfinite(loss)
+        return cls(diverged, float(loss) if finite and not diverged else math.nan)
+
+
+# -- one width ---------------------------------------------------------------------------------
+
+@dataclass
+class LRStats:
+    """Per LR of the grid at one width, as the analysis counts it: finished (every seed),
+    diverged (any seed: such an LR never enters the fit), every seed diverged, and the mean
+    loss of the seeds (NaN where not usable)."""
+
+    done: np.ndarray
+    diverged: np.ndarray
+    loss: np.ndarray
+    all_diverged: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.all_diverged is None:
+            self.all_diverged = self.diverged.copy()
+
+    @property
+    def usable(self) -> np.ndarray:
+        return self.done & ~self.diverged & np.isfinite(self.loss)
+
+    def argmin(self) -> int:
+        """Index of the lowest usable mean loss; -1 when no LR trained."""
+        if not self.usable.any():
+            return -1
+        return int(np.argmin(np.where(self.usable, self.loss, np.inf)))
+
+
+def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats:
+    n = len(fam.lrs)
+    done, diverged, loss = np.zeros(n, bool), np.zeros(n, bool), np.full(n, np.nan)
+    all_div = np.zeros(n, bool)
+    for i in range(n):
+        ids = fam.cell_ids(width, i)
+        outs = [results[t] for t in ids if t in results]
+        if not ids or len(outs) < len(ids):
+            continue
+        done[i] = True
+        diverged[i] = any(o.diverged for o in outs)
+        all_div[i] = all(o.diverged for o in outs)
+        if not diverged[i] and all(math.isfinite(o.loss) for o in outs):
+            loss[i] = float(np.mean([o.loss for o in outs]))
+    return LRStats(done, diverged, loss, all_div)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """log2 lr* expected at a width, from the settled widths below it."""
+
+    log2_lr: float
+    stderr: float              # one standard error of the prediction; 0 below three widths
+    slope: float               # drift per doubling of width; NaN from one width
+    widths: tuple[int, ...]    # the widths it comes from
+
+
+def predict(settled: list[tuple[int, float]], width: int) -> Prediction | None:
+    """The drift fit over (width, log2 lr*) pairs with a finite lr*, evaluated at `width`;
+    the previous lr* from one pair; None from none."""
+    pts = [(w, y) for w, y in settled if math.isfinite(y)]
+    if not pts:
+        return None
+    widths = tuple(w for w, _ in pts)
+    if len(pts) == 1:
+        return Prediction(pts[0][1], 0.0, math.nan, widths)
+    x = np.log2(np.array(widths, dtype=float))
+    y = np.array([v for _, v in pts])
+    line = ols(x, y)
+    x0 = math.log2(width)
+    sxx = float(((x - x.mean()) ** 2).sum())
+    # s.e. of the fitted line at x0: s * sqrt(1/n + (x0 - mean)^2 / Sxx), s = stderr * sqrt(Sxx)
+    se = line.stderr * math.sqrt(sxx / len(x) + (x0 - x.mean()) ** 2) \
+        if math.isfinite(line.stderr) else 0.0
+    return Prediction(line.slope * x0 + line.intercept, se, line.slope, widths)
+
+
+def window_around(log2_lrs: np.ndarray, pred: Prediction, size: int) -> tuple[int, int]:
+    """The first window (inclusive LR indices): the `size` LRs nearest the prediction, and
+    every LR within one standard error of it."""
+    dist = np.abs(log2_lrs - pred.log2_lr)
+    nearest = np.argsort(dist, kind="stable")[:size]
+    within = np.flatnonzero(dist <= pred.stderr)
+    chosen = np.concatenate([nearest, within])
+    return int(chosen.min()), int(chosen.max())
+
+
+def step_down(stats: LRStats, window: int) -> set[int]:
+    """Nothing trained: the window was above the stable range; step down by a window."""
+    lowest = int(np.flatnonzero(stats.done).min())
+    return set(range(max(0, lowest - window), lowest))
+
+
+def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WINDOW) -> set[int]:
+    """Grid LRs not run yet that the analysis's fit could use: every LR less than `octaves`
+    from the best LR (where the fit starts) or from the optimum fitted to what ran (where it
+    ends), walking out from the best LR. Above it an LR where every seed diverged closes the
+    side (nothing above it trains); below, diverged LRs are skipped (the fit skips them too).
+    Once they have all run, the fit on the search's cells is the fit on the grid's."""
+    m = stats.argmin()
+    if m < 0:
+        return set()
+    fitted = log2_optimum(stats, log2_lrs)
+    ends = [log2_lrs[m]] + ([fitted] if math.isfinite(fitted) else [])
+    lo, hi = min(ends) - octaves, max(ends) + octaves
+    need: set[int] = set()
+    for side in (-1, 1):
+        i = m + side
+        while 0 <= i < len(log2_lrs) and lo < log2_lrs[i] < hi:
+            if not stats.done[i]:
+                need.add(i)
+            elif side > 0 and stats.all_diverged[i]:
+                break
+            i += side
+    return need
+
+
+def probe_needs(stats: LRStats) -> set[int]:
+    """The next LR above the best one not run yet, until one diverged or the grid ends."""
+    m = stats.argmin()
+    if m < 0:
+        return set()
+    for i in range(m + 1, len(stats.done)):
+        if not stats.done[i]:
+            return {i}
+        if stats.diverged[i]:
+            break
+    return set()
+
+
+_FITS: dict[bytes, float] = {}  # the fit of a curve, by its points (plans are recomputed often)
+
+
+def log2_optimum(stats: LRStats, log2_lrs: np.ndarray) -> float:
+    """lr* as the analysis fits it (mutransfer/analysis/fit.py, its window, on the usable LRs)."""
+    if stats.argmin() < 0:
+        return math.nan
+    curve = np.where(stats.usable, stats.loss, np.nan)
+    key = np.concatenate([np.asarray(log2_lrs, float), curve]).tobytes()
+    if key not in _FITS:
+        if len(_FITS) > 100_000:
+            _FITS.clear()
+        _FITS[key] = float(fit_optimum(log2_lrs, curve[None, :], FIT_WINDOW).log2_lr[0])
+    return _FITS[key]
+
+
+@dataclass
+class WidthPlan:
+    """Where the search stands at one width of a family."""
+
+    width: int
+    full: bool                       # the whole grid (a smallest width, or nothing to predict)
+    prediction: Prediction | None
+    window: tuple[int, int]          # LR indices of the first window, inclusive
+    wanted: set[int]                 # LR indices the search runs at this width (done or not)
+    stats: LRStats
+    settled: bool = False            # bracketed (or nothing left to run): the next width starts
+    log2_opt: float = math.nan       # once settled; NaN where no LR trained
+
+    @property
+    def to_finish(self) -> set[int]:
+        return {i for i in self.wanted if not self.stats.done[i]}
+
+
+def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options: Search,
+               prediction: Prediction | None) -> WidthPlan:
+    stats = lr_stats(fam, width, results)
+    log2_lrs = fam.log2_lrs
+    n = len(fam.lrs)
+    if prediction is None:
+        plan = WidthPlan(width, True, None, (0, n - 1), set(range(n)), stats)
+    else:
+        lo, hi = window_around(log2_lrs, prediction, options.window)
+        plan = WidthPlan(width, False, prediction, (lo, hi), set(range(lo, hi + 1)), stats)
+    if plan.to_finish:
+        return plan  # the window is not finished: widening waits for all of it
+    extra = step_down(stats, options.window) if stats.argmin() < 0 else \
+        support_needs(stats, log2_lrs, options.settle_octaves)
+    plan.wanted |= extra
+    if extra:
+        return plan
+    plan.settled = True
+    plan.log2_opt = log2_optimum(stats, log2_lrs)
+    if options.probe_stability:
+        plan.wanted |= probe_needs(stats)
+    return plan
+
+
+def plan_family(fam: Family, results: Mapping[str, Outcome], options: Search) -> list[WidthPlan]:
+    """The plan of each width reached so far: the widths up to the first unsettled one."""
+    plans: list[WidthPlan] = []
+    for j, width in enumerate(fam.widths):
+        prediction = None
+        if j >= options.full_widths:
+            prediction = predict([(p.width, p.log2_opt) for p in plans], width)
+        plan = plan_width(fam, width, results, options, prediction)
+        plans.append(plan)
+        if not plan.settled:
+            break
+    return plans
+
+
+def family_done(fam: Family, plans: list[WidthPlan]) -> bool:
+    return len(plans) == len(fam.widths) and all(p.settled and not p.to_finish for p in plans)
+
+
+def least_cells(fam: Family, options: Search, per_width: int | None = None) -> int:
+    """The fewest cells the search can run in this family: the full grid at the smallest
+    widths, one first window at each other width (a perfect prediction). With `per_width`,
+    that many LRs at each other width instead of the window."""
+    n_full = min(options.full_widths, len(fam.widths))
+    rest = len(fam.widths) - n_full
+    per = min(per_width or options.window, len(fam.lrs))
+    return len(fam.seeds) * (n_full * len(fam.lrs) + rest * per)
+
+
+def settle_count(fam: Family, options: Search) -> int:
+    """LRs of the family's grid strictly within `settle_octaves` of an LR in its middle: what
+    a width runs when its optimum is inside the grid and predicted well."""
+    x = fam.log2_lrs
+    mid = x[len(x) // 2]
+    return max(options.window, int((np.abs(x - mid) < options.settle_octaves).sum()))
+
+
+# -- the whole sweep, with what is running ------------------------------------------------------
+
+class TransferSearch:
+    """Every family of a sweep and what is known of its cells: finished (with an outcome),
+    running, or failed for good in this run. `next_trial` hands out cells to run, the widest
+    first; a family whose wanted cell failed stops for this run (a re-run retries it)."""
+
+    def __init__(self, families: list[Family], options: Search,
+                 results: Mapping[str, Outcome] | None = None):
+        self.families = families
+        self.options = options
+        self.results: dict[str, Outcome] = dict(results or {})
+        self.running: set[str] = set()
+        self.failed: set[str] = set()
+        self.finished_here: set[str] = set()  # finished in this run (not replayed)
+        self._plans: dict[int, list[WidthPlan]] | None = None
+        self._reported: set[tuple[int, int, str]] = set()
+
+    @classmethod
+    def of_cells(cls, cells: list[Cell], options: Search,
+                 rows: Mapping[str, Mapping[str, Any]]) -> TransferSearch:
+        """From a plan's cells and the store's finished rows by trial id (replayed)."""
+        families = families_of(cells)
+        ids = {c.trial_id for c in cells}
+        results = {t: Outcome.of_row(r) for t, r in rows.items() if t in ids}
+        return cls(families, options, results)
+
+    # -- what to run ---------------------------------------------------------------------------
+    def plans(self) -> dict[int, list[WidthPlan]]:
+        if self._plans is None:
+            self._plans = {i: plan_family(f, self.results, self.options)
+                           for i, f in enumerate(self.families)}
+        return self._plans
+
+    def wanted_ids(self) -> list[str]:
+        """Cells the search asks for now and has not run (failed ones excepted), in the order
+        to start them. A family's widths run one after another, so the sweep ends when its
+        longest chain does: first the cells a next width waits for (probes wait for nothing),
+        of the family with the most widths still ahead; then the widest, as grids do."""
+        out = []
+        for i, plans in self.plans().items():
+            fam = self.families[i]
+            for p in plans:
+                for lr_index in sorted(p.to_finish):
+                    key = (p.settled, len(plans), -p.width, i, lr_index)
+                    out += [(key, t) for t in fam.cell_ids(p.width, lr_index)
+                            if t not in self.results and t not in self.failed]
+        out.sort(key=lambda r: r[0])
+        return [t for _, t in out]
+
+    def to_run(self) -> list[str]:
+        """Cells to start now: wanted, neither finished nor running nor failed."""
+        return [t for t in self.wanted_ids() if t not in self.running]
+
+    def next_trial(self) -> str | None:
+        todo = self.to_run()
+        if not todo:
+            return None
+        self.running.add(todo[0])
+        return todo[0]
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running and nothing to start: the search is over (or blocked by failures)."""
+        return not self.running and not self.to_run()
+
+    def complete(self) -> bool:
+        plans = self.plans()
+        return all(family_done(f, plans[i]) for i, f in enumerate(self.families))
+
+    # -- events ----------------------------------------------------------------------------------
+    def finish(self, trial_id: str, outcome: Outcome) -> None:
+        self.running.discard(trial_id)
+        self.results[trial_id] = outcome
+        self.finished_here.add(trial_id)
+        self._plans = None
+
+    def fail(self, trial_id: str) -> None:
+        self.running.discard(trial_id)
+        self.failed.add(trial_id)
+        self._plans = None
+
+    # -- counts ----------------------------------------------------------------------------------
+    def started_count(self) -> int:
+        """Cells started in this run: finished, failed or still running."""
+        return len(self.finished_here) + len(self.failed) + len(self.running)
+
+    def bounds(self) -> tuple[int, int, int]:
+        """(least, typical, most) cells the whole search runs from nothing stored; typical:
+        each optimum inside the grid, predicted well (every LR within `settle_octaves` of it)."""
+        least = sum(least_cells(f, self.options) for f in self.families)
+        typical = sum(least_cells(f, self.options, settle_count(f, self.options))
+                      for f in self.families)
+        return least, typical, sum(len(f.ids) for f in self.families)
+
+    def expected(self) -> int:
+        """Cells this run is known to need so far: finished, failed or running, wanted, and a
+        first window at each width not reached yet (a lower bound; it grows as windows widen)."""
+        n = self.started_count() + len(self.to_run())
+        for i, plans in self.plans().items():
+            fam = self.families[i]
+            n += len(fam.seeds) * min(self.options.window, len(fam.lrs)) * \
+                (len(fam.widths) - len(plans))
+        return n
+
+    def news(self) -> list[str]:
+        """One line per width that settled or opened a window since the last call."""
+        lines = []
+        for i, plans in self.plans().items():
+            fam = self.families[i]
+            for p in plans:
+                for event, happened in (("open", bool(p.wanted)), ("settled", p.settled)):
+                    key = (i, p.width, event)
+                    if happened and key not in self._reported:
+                        self._reported.add(key)
+                        lines.append(describe(fam, p, event))
+        return lines
+
+
+def fmt_log2(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"2^{x:.2f} ({2.0 ** x:.3g})"
+
+
+def describe(fam: Family, p: WidthPlan, event: str) -> str:
+    """A line for the sweep's log: a width opening its window, or settling."""
+    head = f"{fam.label} width {p.width}"
+    if event == "settled":
+        ran = int(p.stats.done.sum())
+        return f"{head}: lr* {fmt_log2(p.log2_opt)} from {ran} of {len(fam.lrs)} LRs"
+    if p.full:
+        return f"{head}: full grid of {len(fam.lrs)} LRs"
+    pred = p.prediction
+    assert pred is not None
+    lo, hi = p.window
+    how = ("the lr* of width " + str(pred.widths[0]) if len(pred.widths) == 1 else
+           f"drift {pred.slope:+.2f}/doubling over widths {','.join(map(str, pred.widths))}")
+    return (f"{head}: predicted lr* {fmt_log2(pred.log2_lr)} +- {pred.stderr:.2f} octave "
+            f"({how}); window {fam.lrs[lo]:.3g}..{fam.lrs[hi]:.3g} ({hi - lo + 1} LRs)")

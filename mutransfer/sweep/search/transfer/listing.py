@@ -1,0 +1,67 @@
+"""What a transfer search runs, in words (`validate`, the run's header) and as the table
+`--dry-run` prints: one row per family and width."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mutransfer.sweep.plan.listing import fmt_value, table
+from mutransfer.sweep.search.transfer.decisions import (
+    Family,
+    TransferSearch,
+    WidthPlan,
+    fmt_log2,
+    settle_count,
+)
+
+# the columns of the table, shown even where they hold one value everywhere
+COLUMNS = ("family", "LRs", "LRs done", "to run now", "lr*", "state")
+
+
+def transfer_summary(search: TransferSearch) -> str:
+    """What a transfer search runs at least, typically and at most (validate, dry runs)."""
+    least, typical, most = search.bounds()
+    opts = search.options
+    widths = sorted({w for f in search.families for w in f.widths})
+    n_lrs = sorted({len(f.lrs) for f in search.families})
+    lrs = f"{n_lrs[0]}" if n_lrs[0] == n_lrs[-1] else f"{n_lrs[0]}-{n_lrs[-1]}"
+    full = widths[:opts.full_widths]
+    rest = len(widths) - len(full)
+    per = max(settle_count(f, opts) for f in search.families)
+    probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
+    return (f"transfer search over {most} cells: runs at least {least} (all {lrs} LRs at "
+            f"width {', '.join(map(str, full))}, a window of {opts.window} at each of the "
+            f"{rest} wider widths), about {typical} when each optimum is inside the grid "
+            f"(about {per} LRs a width: every LR within {opts.settle_octaves:g} octaves), "
+            f"at most {most}{probe}")
+
+
+def transfer_listing(search: TransferSearch) -> str:
+    """One row per family and width: the LRs it runs, how many are done, what runs now."""
+    now = set(search.to_run())
+    rows = []
+    for i, plans in search.plans().items():
+        fam = search.families[i]
+        for j, width in enumerate(fam.widths):
+            row: dict[str, Any] = {"family": fam.label, "width": width}
+            if j >= len(plans):
+                row.update({"LRs": f"window of {search.options.window}", "LRs done": 0,
+                            "to run now": 0, "lr*": "", "state": "waits for narrower widths"})
+            else:
+                row.update(width_row(fam, plans[j], now))
+            rows.append(row)
+    return table(rows, COLUMNS)
+
+
+def width_row(fam: Family, p: WidthPlan, now: set[str]) -> dict[str, Any]:
+    lo, hi = p.window
+    if p.full:
+        lrs = f"all {len(fam.lrs)}"
+    else:
+        extra = len(p.wanted - set(range(lo, hi + 1)))
+        lrs = f"{fmt_value(fam.lrs[lo])}..{fmt_value(fam.lrs[hi])}" + \
+            (f" +{extra} widened" if extra else "")
+    state = ("settled" if not p.to_finish else "probing") if p.settled else "searching"
+    return {"LRs": lrs, "LRs done": int(p.stats.done.sum()),
+            "to run now": sum(t in now for k in p.wanted for t in fam.cell_ids(p.width, k)),
+            "lr*": fmt_log2(p.log2_opt) if p.settled else "", "state": state}
