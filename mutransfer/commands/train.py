@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 # top-level keys of a sweep file that a trial config does not have
 SWEEP_KEYS = ("name", "axes", "resources", "search", "retries", "storage", "loggers")
@@ -88,5 +87,7 @@ def run(args) -> int:
                   f"initial + {cfg.train.diverge_delta:g} for {result.steps_above_bound} "
                   f"steps, then recovered")
     if args.out:
-        Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
+        from mutransfer.commands.outputs import write_result
+
+        write_result(args.out, json.dumps(result.to_dict(), indent=1))
     return 0
