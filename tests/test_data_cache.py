@@ -177,7 +177,8 @@ def test_a_damaged_cache_is_one_line_naming_the_folder(tmp_path, data_dir):
     [folder] = prepare_caches([cfg.model_dump()])
     with open(os.path.join(folder, "shard-00001.bin"), "r+b") as f:
         f.truncate(10)
-    with pytest.raises(UserError, match=r"shard-00001.bin has 10 bytes.*prepare SWEEP_FILE --force.*or delete") as e:
+    with pytest.raises(UserError, match=r"shard-00001.bin has 10 bytes.*prepare SWEEP_FILE "
+                                        r"--force.*or delete") as e:
         load_data(cfg)
     assert "\n" not in str(e.value)
 
