@@ -144,3 +144,36 @@ def test_analyze_stays_light(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
                           text=True, check=True)
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def _generation(planted: Planted, lrs: list[float], config: dict, tag: str):
+    """The planted trials as one release stores them: every trial's config of one shape, its
+    ids of that release (issue 31)."""
+    import json
+
+    t = synthetic_tables([planted], [64, 128], lrs, [0])
+    t.trials["config"] = json.dumps(config)
+    t.trials["trial_id"] = tag + t.trials["trial_id"]
+    t.steps["trial_id"] = tag + t.steps["trial_id"]
+    return t
+
+
+def test_a_store_of_two_releases_is_analyzed_one_generation_and_says_so(tmp_path, capsys):
+    from mutransfer.results.store import Tables
+
+    old = {"width": 64, "train": {"lr": 0.01, "steps": 200}, "param": {"overrides": {}}}
+    new = {"width": 64, "train": {"lr": 0.01, "steps": 200, "threads": 1},
+           "param": {"overrides": {"ssm_B": {"lr_mult": 2}}}}  # deeper keys: not a field
+    ours = _generation(Planted("mup", 2**-7, 0.0), LR_GRID, old, "a")
+    theirs = _generation(Planted("mup", 2**-4, 0.0), LR_GRID[::2], new, "b")  # lr* 8x higher
+    both = Tables(pd.concat([ours.trials, theirs.trials], ignore_index=True),
+                  pd.concat([ours.steps, theirs.steps], ignore_index=True))
+    mixed = analyze(write_results(tmp_path / "mixed", both))
+    alone = analyze(write_results(tmp_path / "alone", ours))
+    pd.testing.assert_frame_equal(mixed.lr_opt, alone.lr_opt)
+    n, total = len(theirs.trials), len(both.trials)
+    assert mixed.notes[0].startswith(f"{n} of {total} trials are of another generation (a "
+                                     "release whose trial config has other fields: "
+                                     "+train.threads)")
+    assert main(["analyze", str(tmp_path / "mixed")]) == 0
+    assert f"{n} of {total} trials are of another generation" in capsys.readouterr().out

@@ -179,6 +179,10 @@ BAD = {
     "unmatched": (GOOD + "\ndef make(width, **kw):\n    return M(width)\n",
                   {"roles": {"emb.*": "embedding", "hid.*": "hidden"}},
                   "parameter 'head.weight' matches no pattern"),
+    # issue 31: the user's code ends the process (0 read as PASS by `check`) unless caught
+    "exit0": ("import sys\nsys.exit(0)\n" + GOOD, {}, "called sys.exit(0)"),
+    "exit7": (GOOD + "\ndef make(width, **kw):\n    raise SystemExit(7)\n", {},
+              "called sys.exit(7)"),
 }
 
 
@@ -203,6 +207,40 @@ def test_bad_factories_one_line_exit_2_nothing_written(tmp_path, monkeypatch, ca
               if not line.startswith(("preparing", "token cache"))]  # the data's own notes
     assert len(errors) == 1 and message in errors[0], errors
     assert not out.exists()
+
+
+def test_validate_import_turns_a_factory_exit_into_one_line(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "userfac_exits.py").write_text("import sys\nsys.exit(0)\n" + GOOD)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "v", "model": {"arch": "userfac_exits:make", "base_width": 32},
+        "data": {"source": "stdlib"}, "train": {"steps": 2},
+        "axes": {"width": [32, 64], "lr": [0.001], "parameterization": ["mup"]}}))
+    assert main(["validate", "--import", str(sweep)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("error: model.arch userfac_exits:make: importing userfac_exits called "
+                   "sys.exit(0); a factory module must not exit (nor parse the command line) "
+                   "when imported")
+
+
+def test_a_factory_module_parsing_argv_at_import_sees_only_its_own_name(
+        tmp_path, monkeypatch, capsys):
+    """argparse at import reads sys.argv: mutransfer's own options are not its to refuse."""
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, "userfac_argv", textwrap.dedent("""
+        import argparse, sys
+        ARGV = list(sys.argv)
+        OPTIONS = argparse.ArgumentParser().parse_args()
+    """) + GOOD + "\ndef make(width, **kw):\n    return M(width)\n", {
+        "model": {"arch": "userfac_argv:make", "base_width": 32}, "data": {"source": "stdlib"},
+        "param": {"name": "mup"}})
+    assert main(["roles", str(path)]) == 0
+    import userfac_argv
+
+    assert userfac_argv.ARGV == ["userfac_argv"]
 
 
 def test_validate_imports_a_factory_only_when_asked(tmp_path, monkeypatch, capsys):

@@ -147,8 +147,32 @@ def train_set(assignment: str):
                       str(t / "results")]
 
 
+def _symlink_loop(tmp_path: Path) -> str:
+    """a -> b -> a: a path that names nothing (issue 31)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    return str(tmp_path / "a")
+
+
+def _long_name(tmp_path: Path) -> str:
+    """a folder name of 300 bytes, over every local filesystem's 255 (issue 31)"""
+    (tmp_path / "stores").mkdir()
+    return str(tmp_path / "stores" / ("x" * 300))
+
+
 # (case, argv built from the test folder, text the one line must contain)
 BAD_COMMANDS = [
+    ("storage a symlink loop", lambda t: ["sweep", str(_ok_sweep(t)), "--storage",
+                                          _symlink_loop(t)], "symlink loop"),
+    ("storage a symlink loop, dry run",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--storage", _symlink_loop(t), "--dry-run"],
+     "symlink loop"),
+    ("analyze a symlink loop", lambda t: ["analyze", _symlink_loop(t)], "symlink loop"),
+    ("plot a symlink loop", lambda t: ["plot", _symlink_loop(t)], "symlink loop"),
+    ("storage name over 255 bytes",
+     lambda t: ["sweep", str(_ok_sweep(t)), "--storage", _long_name(t)], "a name of 300 bytes"),
+    ("analyze a name over 255 bytes", lambda t: ["analyze", _long_name(t)],
+     "a name of 300 bytes"),
     ("missing sweep file", lambda t: ["sweep", str(t / "missing.yaml")], "no such file"),
     ("a folder for a sweep file", lambda t: ["validate", str(t)], "no such file"),
     ("dashboard address given to sweep", sweep_with("--address", "http://127.0.0.1:8265"),

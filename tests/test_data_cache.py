@@ -177,7 +177,8 @@ def test_a_damaged_cache_is_one_line_naming_the_folder(tmp_path, data_dir):
     [folder] = prepare_caches([cfg.model_dump()])
     with open(os.path.join(folder, "shard-00001.bin"), "r+b") as f:
         f.truncate(10)
-    with pytest.raises(UserError, match=r"shard-00001.bin has 10 bytes.*delete the folder") as e:
+    with pytest.raises(UserError, match=r"shard-00001.bin has 10 bytes.*prepare SWEEP_FILE "
+                                        r"--force.*or delete") as e:
         load_data(cfg)
     assert "\n" not in str(e.value)
 
@@ -265,3 +266,89 @@ def test_a_sweep_on_a_bpe_corpus_prepares_once_and_records_the_fingerprints(
     assert {(c["files"], c["hash"]) for c in corpus} == {(3, corpus[0]["hash"])}
     env = json.loads(trials["env"].iloc[0])
     assert env["torch_threads"] >= 1 and env["python"] and "cpu_capability" in env
+
+
+# -- an index or a shard that is not what prepare wrote (issue 31) ----------------------------
+
+def _parquet_files(tmp_path):
+    """A parquet source, its cache prepared, and a sweep file and a trial config that read it."""
+    import yaml
+
+    from tests.sweeps import tiny_sweep
+
+    cfg = DataConfig(source="parquet", path=str(write_shards(tmp_path / "shards")))
+    [folder] = prepare_caches([cfg.model_dump()])
+    data = {"source": "parquet", "path": cfg.path}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(tiny_sweep("c", {"lr": [0.01]}, data=data,
+                                               storage=str(tmp_path / "results"))))
+    trial = tmp_path / "trial.yaml"
+    doc = tiny_sweep("c", data=data)
+    trial.write_text(yaml.safe_dump({k: doc[k] for k in ("model", "train", "data")}))
+    return cfg, folder, sweep, trial
+
+
+def _edit_index(folder, edit) -> None:
+    path = os.path.join(folder, "index.json")
+    with open(path) as f:
+        index = json.load(f)
+    with open(path, "w") as f:
+        json.dump(edit(index), f)
+
+
+def _one_line_refusal(capsys, argv: list[str], needle: str) -> None:
+    from mutransfer.cli import main
+
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0], err
+
+
+WRONG_SHAPES = {
+    "empty": lambda index: {},
+    "a list": lambda index: [index],
+    "a shard without tokens": lambda index: {**index, "shards": [
+        {k: v for k, v in s.items() if k != "tokens"} for s in index["shards"]]},
+    "vocab_size below the token ids": lambda index: {**index, "vocab_size": 10},
+}
+
+
+@pytest.mark.parametrize("shape", WRONG_SHAPES)
+def test_an_index_of_the_wrong_shape_is_one_line_for_validate_train_and_prepare(
+        tmp_path, data_dir, capsys, shape):
+    _, folder, sweep, trial = _parquet_files(tmp_path)
+    _edit_index(folder, WRONG_SHAPES[shape])
+    needle = "but vocab_size is 10" if "vocab" in shape else "index.json"
+    for argv in (["validate", str(sweep)], ["train", str(trial)], ["prepare", str(sweep)]):
+        _one_line_refusal(capsys, argv, needle)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_shard_changed_in_place_is_refused_and_prepare_force_makes_it_anew(
+        tmp_path, data_dir, capsys):
+    cfg, folder, sweep, trial = _parquet_files(tmp_path)
+    shard = os.path.join(folder, "shard-00001.bin")
+    with open(shard, "r+b") as f:  # same size, one other byte: only the checksum sees it
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 1]))
+    _one_line_refusal(capsys, ["train", str(trial)],
+                      "shard-00001.bin does not match its checksum")
+    from mutransfer.cli import main
+
+    assert main(["prepare", str(sweep), "--force"]) == 0
+    assert "deleted the token cache" in capsys.readouterr().out
+    batches = load_data(cfg).batches("train", 2, 16, seed=0)
+    assert all(next(batches) is not None for _ in range(20))  # every shard mapped, verified
+
+
+def test_an_index_edited_to_hide_large_ids_is_refused_when_the_shard_is_mapped(
+        tmp_path, data_dir):
+    cfg, folder, _, _ = _parquet_files(tmp_path)
+    _edit_index(folder, lambda index: {**index, "vocab_size": 10, "shards": [
+        {**s, "max_id": 9} for s in index["shards"]]})
+    with pytest.raises(UserError, match=r"shard-0000\d.bin holds token id \d+, but vocab_size "
+                                        r"is 10; prepare it again"):
+        next(load_data(cfg).batches("train", 2, 16, seed=0))

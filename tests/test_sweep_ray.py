@@ -111,3 +111,38 @@ def test_optuna_search_proposes_lrs_in_range_and_resumes(tmp_path, ray_local):
     assert trials["lr"].between(2 ** -10, 2 ** -4).all() and trials["lr"].is_unique
     rc, out = sweep(path)
     assert "0 to run" in out and "0 trials to run" in out
+
+
+def test_a_swept_cell_re_run_with_mutransfer_train_gives_its_losses_bit_for_bit(
+        tmp_path, ray_local):
+    """A sweep trial runs at 1 torch thread (cpus_per_trial 1); `mutransfer train` of the
+    stored config, in a fresh process, must too (issue 31: at torch's default of every core
+    the losses differed in their last bits). The cell is large enough for torch to split
+    its matrix products among threads."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = write_sweep(tmp_path, "cell", {"width": [32], "lr": [0.004]}, steps=6,
+                       eval_every=3)
+    doc = yaml.safe_load(path.read_text())
+    doc["train"].update(batch_size=4, seq_len=64)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rc, out = sweep(path)
+    assert rc == 0, out
+    tables = read_tables(tmp_path / "cell")
+    [trial] = tables.trials.to_dict("records")
+    assert json.loads(trial["env"])["torch_threads"] == 1  # recorded with the trial
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump(json.loads(trial["config"])))
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-m", "mutransfer.cli", "train", str(config),
+                           "--out", str(tmp_path / "rerun.json")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rerun = json.loads((tmp_path / "rerun.json").read_text())["history"]
+    stored = tables.steps.sort_values("step")
+    assert [p["step"] for p in rerun] == stored["step"].tolist() == [0, 3, 6]
+    assert [p["eval_loss"] for p in rerun] == stored["eval_loss"].tolist()
+    assert [p.get("train_loss") for p in rerun][1:] == stored["train_loss"].tolist()[1:]

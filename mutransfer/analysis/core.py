@@ -10,6 +10,7 @@ import pandas as pd
 
 from mutransfer.analysis.choice import WIDTH, Choice, resolve, sweep_section
 from mutransfer.analysis.drift import drift_table, scale_drift_table
+from mutransfer.analysis.generations import one_generation
 from mutransfer.analysis.groups import WIDTH_AXIS, GroupAxes, Prepared, prepare
 from mutransfer.analysis.law import Law, law_tables
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
@@ -199,7 +200,9 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     (analysis/choice.py; default: the sweep file's `analysis:` section, else lr and width,
     model.n_layer and tokens where they vary)."""
     tables = load_tables(results_dir, tables)
-    trials = tables.trials
+    trials, generation_note = one_generation(tables.trials)
+    if generation_note:  # the steps of the trials left out go too
+        tables = Tables(trials, tables.steps[tables.steps["trial_id"].isin(trials["trial_id"])])
     ran = trials[trials["status"].astype(str) != "failed"] if "status" in trials else trials
     choice = choose(results_dir, ran, target, scale)
     prep = prepare(trials, choice)
@@ -223,6 +226,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
         prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
         choice=choice, scale_axes=prep.scale_axes)
+    if generation_note:
+        a.notes.insert(0, generation_note)
     scale_tables(a, prep)
     in_units(a)
     return a

@@ -38,7 +38,9 @@ def analysis_from_args(args):
                         f"{args.fit_window:g}")
     from mutransfer.analysis import analysis_dir
     from mutransfer.commands.outputs import check_output_dir
+    from mutransfer.results.fs import absolute_location
 
+    absolute_location(args.results_dir)  # a symlink loop, a name too long: one line
     check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
     return analyze(args.results_dir, fit_window=args.fit_window,
                    target=getattr(args, "target", None), scale=getattr(args, "scale", None))

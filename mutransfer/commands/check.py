@@ -91,8 +91,12 @@ def run(args) -> int:
     budget = parse_budget(args.budget)
     check_output_dir(out)
     configs, lr = _trial_configs(spec)
-    plan = _preflight(spec, configs, budget, args.coord_only)
-    return _run(spec, out, configs, lr, plan, budget, args)
+    try:
+        plan = _preflight(spec, configs, budget, args.coord_only)
+        return _run(spec, out, configs, lr, plan, budget, args)
+    except SystemExit as exc:  # the model's code (its forward, mid-run): never a silent PASS
+        raise UserError(f"model.arch {spec.model.get('arch')}: the model's code called "
+                        f"sys.exit({exc.code!r}) before the check's verdict") from None
 
 
 def _preflight(spec, configs, budget: Budget, coord_only: bool):

@@ -49,7 +49,7 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
     exists is a folder and writable. Nothing is created."""
     p = Path(path).expanduser().absolute()
     existing = p
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.exists(existing) and existing != existing.parent:  # False on any error
         existing = existing.parent
     if not existing.is_dir():
         what = "is a file" if existing == p else f"{existing} is a file, not a folder"
@@ -66,3 +66,59 @@ def _probe(folder: Path, option: str, path: str | os.PathLike) -> None:
     except OSError as exc:
         raise UserError(f"{option} {path}: cannot write in {folder} "
                         f"({exc.strerror or exc})") from None
+
+
+def write_result(path: str | os.PathLike, text: str, option: str = "--out") -> None:
+    """Write a finished run's result to `path`; when that fails (a full disk, /dev/full: a
+    target that took the open but refuses the bytes), save it in a new file in the current
+    folder or the temp folder instead and say where, in one UserError line: the result of a
+    run is never lost to its output file."""
+    try:
+        _write(Path(path).expanduser(), text)
+        return
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    saved = _save_elsewhere(text)
+    where = f"the result is saved in {saved}"
+    if saved is None:  # no folder takes it: on stdout, still not lost
+        print(text, flush=True)
+        where = "the result is printed above"
+    raise UserError(f"{option} {path}: cannot write the result ({reason}); {where}")
+
+
+def _write(p: Path, text: str) -> None:
+    """A regular file (or a new one) is replaced whole (a temp file beside it, renamed):
+    a failure leaves the old content; anything else (a device, a FIFO) is written as it is,
+    flushed and synced so that a refused write surfaces here."""
+    if p.exists() and not p.is_file():
+        with open(p, "w") as f:
+            f.write(text)
+            f.flush()
+        return
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _save_elsewhere(text: str) -> str | None:
+    """A new file holding `text` in the current folder, else the temp folder; None when
+    neither takes it."""
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        try:
+            fd, name = tempfile.mkstemp(dir=folder, prefix="mutransfer-result-",
+                                        suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            return name
+        except OSError:
+            continue
+    return None

@@ -13,10 +13,13 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes tokenizing Parquet files side by side (default: the CPUs, "
                         "at most one per file)")
+    p.add_argument("--force", action="store_true",
+                   help="delete the file's caches first and tokenize again (a cache refused "
+                        "as changed or damaged)")
 
 
 def run(args) -> int:
-    from mutransfer.data.cache import locate, open_cache
+    from mutransfer.data.cache import discard, locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES, fingerprint_of_cache
     from mutransfer.data.config import DataConfig
     from mutransfer.data.memory import human
@@ -33,6 +36,11 @@ def run(args) -> int:
         if not datas:
             print(f"{path}: no text data to tokenize (generated data only)")
             continue
+        if args.force:
+            for raw in datas:
+                ref = locate(DataConfig.model_validate(raw))
+                if discard(ref):
+                    print(f"{path}: deleted the token cache {ref.path}")
         try:
             prepare_caches(datas, out=sys.stdout, workers=args.workers)
         except UserError as exc:

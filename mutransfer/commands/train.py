@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from pathlib import Path
 
 # top-level keys of a sweep file that a trial config does not have
 SWEEP_KEYS = ("name", "axes", "resources", "search", "retries", "storage", "loggers")
@@ -17,6 +17,12 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field by dotted path, e.g. train.lr=0.003 (repeatable)")
     p.add_argument("--out", default=None, help="write the result as JSON to this file")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads (default: $OMP_NUM_THREADS, else 1: what a sweep "
+                        "trial runs with at resources.cpus_per_trial 1, so that a stored cell "
+                        "re-run here gives its losses bit for bit on the CPU; a trial's own "
+                        "count is env.torch_threads in the trials table; 0: torch's default, "
+                        "every core)")
 
 
 def load_trial_config(path: str, sets: list[str]):
@@ -61,7 +67,27 @@ class Progress:
         self.status.close()
 
 
+# The torch threads of a sweep trial at the default resources.cpus_per_trial (1): Ray sets
+# OMP_NUM_THREADS to a trial's CPUs, and torch takes its thread count from it. The sum of a
+# matrix product depends on how its rows are split among threads (last bits of a float32).
+SWEEP_TRIAL_THREADS = 1
+
+
+def trial_threads(option: int | None) -> int:
+    """--threads, else $OMP_NUM_THREADS (set by Ray in a sweep's workers and honoured by
+    torch), else a sweep trial's default; 0: torch's own default."""
+    from mutransfer.errors import UserError
+
+    if option is None:
+        env = os.environ.get("OMP_NUM_THREADS", "")
+        option = int(env) if env.isdigit() and int(env) > 0 else SWEEP_TRIAL_THREADS
+    if option < 0:
+        raise UserError(f"--threads {option}: give 1 or more (0: torch's default)")
+    return option
+
+
 def run(args) -> int:
+    threads = trial_threads(args.threads)
     if args.out:  # before training: a run must not end in a crash that loses its result
         from mutransfer.commands.outputs import check_output_file
 
@@ -69,6 +95,10 @@ def run(args) -> int:
     cfg = load_trial_config(args.config, args.sets)
     from mutransfer.train import run_trial
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     progress = Progress(cfg.train.total_steps)
     result = run_trial(cfg, report=progress)
     progress.close()
@@ -88,5 +118,7 @@ def run(args) -> int:
                   f"initial + {cfg.train.diverge_delta:g} for {result.steps_above_bound} "
                   f"steps, then recovered")
     if args.out:
-        Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
+        from mutransfer.commands.outputs import write_result
+
+        write_result(args.out, json.dumps(result.to_dict(), indent=1))
     return 0

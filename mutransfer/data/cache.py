@@ -8,14 +8,17 @@ the text column. A changed file, tokenizer or split is another key: a cache is n
 
 Layout of one cache folder:
     index.json        format, identity, dtype, vocab, end-of-text id, description, the
-                      corpus fingerprint (files, bytes, content hash) and where each split's
-                      tokens lie in the shards
+                      corpus fingerprint (files, bytes, content hash), each shard's token
+                      count, largest token id and checksum, and where each split's tokens lie
+                      in the shards (its shape: `CacheIndex`)
     shard-NNNNN.bin   token ids (uint8/uint16/uint32, the smallest that holds the vocab),
                       native byte order, no header: np.memmap reads them as they are
 
 Writing is atomic: a preparer writes into a hidden folder beside the target and renames it
 into place once the index is written, so a reader sees a whole cache or none (a killed
-prepare leaves only the hidden folder, removed by the next prepare on that host). Two
+prepare leaves only the hidden folder, removed by the next prepare on that host). A reader
+checks the index's shape and each shard's size when it opens a cache, and a shard's checksum
+when it first maps it (once per process): a changed byte is refused, never trained on. Two
 preparers of one key (two nodes, two trials) are safe: a lock file makes the second wait on
 filesystems with locks, and wherever it does not, each writes its own folder and the rename
 that comes second finds the first one's cache in place and drops its own.
@@ -35,15 +38,19 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, data_dir
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, format_validation_error
 
-FORMAT = 1
+# 2: each shard's checksum and largest token id in the index. The format is part of the key,
+# so a cache of format 1 (no checksums) is not found and is prepared again: its shards could
+# not be verified, and a re-prepare costs one tokenization, once.
+FORMAT = 2
 INDEX = "index.json"
 MEMORY_SOURCES = ("stdlib", "text")  # held whole per split, sampled as random windows
 STREAM_SOURCES = ("parquet", "hf")  # streamed by row group, packed in order
@@ -124,8 +131,123 @@ def locate(cfg: DataConfig) -> CacheRef:
     return CacheRef(tokens_root(cfg), key_of(ident), ident, files)
 
 
+# -- the index ------------------------------------------------------------------------------
+
+CHECKSUM_BYTES = 16  # blake2b-128: a changed shard goes unnoticed with odds 2^-128
+READ_BLOCK = 1 << 23  # bytes read at a time when checksumming a shard
+
+
+class ShardEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int = Field(ge=0)
+    max_id: int = Field(ge=-1)  # the largest token id in the shard; -1 when it is empty
+    checksum: str = Field(pattern=f"^[0-9a-f]{{{2 * CHECKSUM_BYTES}}}$")  # of its bytes
+
+
+class CacheIndex(BaseModel):
+    """The shape of index.json: what a reader relies on, checked before anything is mapped."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal[2]  # FORMAT
+    kind: Literal["memory", "stream"]
+    dtype: str
+    vocab_size: int = Field(gt=0)
+    eot: int | None = None
+    description: str
+    fingerprint: dict[str, Any]
+    source: str
+    tokenizer: str
+    shards: list[ShardEntry] = Field(min_length=1)
+    splits: dict[Literal["train", "eval"], list[int]] | None = None  # memory: [shard, at, n]
+    unit_fields: list[str] | None = None  # stream: the columns of `units`
+    units: list[list[Any]] | None = None
+
+    @field_validator("dtype")
+    @classmethod
+    def _unsigned(cls, value: str) -> str:
+        try:
+            dtype = np.dtype(value)
+        except TypeError:
+            raise ValueError(f"{value!r} is not a numpy dtype") from None
+        if dtype.kind != "u":
+            raise ValueError(f"{value!r} is not an unsigned integer type")
+        return value
+
+    def problem(self) -> str | None:
+        """What the fields say against one another (None: nothing)."""
+        if self.kind == "memory" and (self.splits is None or set(self.splits) != {"train",
+                                                                                  "eval"}):
+            return "a memory cache needs splits.train and splits.eval"
+        if self.kind == "stream" and (self.unit_fields is None or self.units is None):
+            return "a stream cache needs unit_fields and units"
+        top = max(s.max_id for s in self.shards)
+        if top >= self.vocab_size:
+            return (f"token id {top} in the shards, but vocab_size is {self.vocab_size} "
+                    f"(an index edited by hand, or of another tokenizer)")
+        return None
+
+
+def fix_hint(path: Path) -> str:
+    return (f"prepare it again (`mutransfer prepare SWEEP_FILE --force`) or delete {path}")
+
+
+def read_index(path: Path) -> dict[str, Any] | None:
+    """The index of the cache folder `path`, its shape checked; None when there is none;
+    UserError (one line, with the fix) when it is unreadable or of the wrong shape."""
+    try:
+        index = json.loads((path / INDEX).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"token cache {path}: unreadable index ({exc}); "
+                        f"{fix_hint(path)}") from None
+    if isinstance(index, dict) and isinstance(index.get("format"), int) and \
+            index["format"] != FORMAT:  # a cache folder copied from another version
+        raise UserError(f"token cache {path}: {INDEX}: format {index['format']}, this version "
+                        f"reads {FORMAT}; {fix_hint(path)}")
+    try:
+        problem = CacheIndex.model_validate(index).problem()
+    except ValidationError as exc:
+        problem = format_validation_error(exc)
+    if problem:
+        raise UserError(f"token cache {path}: {INDEX}: {problem}; {fix_hint(path)}")
+    return index
+
+
+class Checksum:
+    """A shard's checksum, fed as its bytes are written (prepare) or read (verify)."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.blake2b(digest_size=CHECKSUM_BYTES)
+        self.max_id = -1
+
+    def update(self, ids: np.ndarray) -> None:
+        self._h.update(memoryview(np.ascontiguousarray(ids)).cast("B"))
+        if len(ids):
+            self.max_id = max(self.max_id, int(ids.max()))
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+    def entry(self, tokens: int) -> dict[str, Any]:
+        return {"tokens": tokens, "max_id": self.max_id, "checksum": self.hexdigest()}
+
+
+def file_checksum(file: Path, dtype: np.dtype) -> Checksum:
+    """The checksum and largest id of a shard file, as `Checksum` gave them for what was
+    written (one read of the file; READ_BLOCK is a multiple of every token size)."""
+    checksum = Checksum()
+    with open(file, "rb") as f:
+        while block := f.read(READ_BLOCK):
+            checksum.update(np.frombuffer(block, dtype=dtype))
+    return checksum
+
+
 class TokenCache:
-    """An opened cache: its index and its shards, memory-mapped read-only on first use."""
+    """An opened cache: its index and its shards, memory-mapped read-only on first use (each
+    checked against its checksum then)."""
 
     def __init__(self, path: Path, index: dict[str, Any]):
         self.path = path
@@ -135,8 +257,18 @@ class TokenCache:
 
     def shard(self, i: int) -> np.ndarray:
         if i not in self._maps:
-            n = int(self.index["shards"][i]["tokens"])
+            entry = self.index["shards"][i]
+            n = int(entry["tokens"])
             file = self.path / shard_name(i)
+            found = file_checksum(file, self.dtype)
+            if found.hexdigest() != entry["checksum"]:
+                raise UserError(f"token cache {self.path}: {file.name} does not match its "
+                                f"checksum (changed since it was prepared); "
+                                f"{fix_hint(self.path)}")
+            if found.max_id >= int(self.index["vocab_size"]):  # an index edited to match
+                raise UserError(f"token cache {self.path}: {file.name} holds token id "
+                                f"{found.max_id}, but vocab_size is "
+                                f"{self.index['vocab_size']}; {fix_hint(self.path)}")
             # np.memmap cannot map an empty file: an empty shard is an empty array
             self._maps[i] = (np.zeros(0, self.dtype) if n == 0 else
                              np.memmap(file, dtype=self.dtype, mode="r", shape=(n,)))
@@ -153,16 +285,11 @@ class TokenCache:
 
 
 def open_cache(ref: CacheRef) -> TokenCache | None:
-    """The cache at `ref`, or None when there is none; UserError when it is damaged (a shard
-    of another size than its index says)."""
-    index_file = ref.path / INDEX
-    try:
-        index = json.loads(index_file.read_text())
-    except FileNotFoundError:
+    """The cache at `ref`, or None when there is none; UserError when it is damaged (an index
+    of the wrong shape, a shard of another size than its index says)."""
+    index = read_index(ref.path)
+    if index is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"token cache {ref.path}: unreadable index ({exc}); delete the "
-                        f"folder to prepare it again") from None
     itemsize = np.dtype(index["dtype"]).itemsize
     for i, shard in enumerate(index["shards"]):
         file = ref.path / shard_name(i)
@@ -170,7 +297,7 @@ def open_cache(ref: CacheRef) -> TokenCache | None:
         have = file.stat().st_size if file.is_file() else -1
         if have != want:
             raise UserError(f"token cache {ref.path}: {file.name} has {max(have, 0)} bytes, "
-                            f"its index says {want}; delete the folder to prepare it again")
+                            f"its index says {want}; {fix_hint(ref.path)}")
     return TokenCache(ref.path, index)
 
 
@@ -221,6 +348,21 @@ def preparing(ref: CacheRef) -> Iterator[Path | None]:
             publish(tmp, ref.path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def discard(ref: CacheRef) -> bool:
+    """Remove the cache of `ref` (`prepare --force`), under its lock: a preparer waiting on it
+    then writes it anew. A process that has its shards mapped keeps reading the old files.
+    Whether there was one."""
+    if not ref.root.is_dir():
+        return False
+    with _locked(ref.root / f".{ref.key}.lock"):
+        if not ref.path.exists():
+            return False
+        gone = ref.root / f"{_tmp_prefix(ref.key)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(ref.path, gone)  # out of sight at once, then deleted
+        shutil.rmtree(gone, ignore_errors=True)
+        return True
 
 
 def publish(tmp: Path, target: Path) -> None:

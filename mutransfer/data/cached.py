@@ -14,7 +14,6 @@ does not share) prepares it, once per key: the others wait for it on the cache's
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,6 +28,7 @@ from mutransfer.data.cache import (
     TokenCache,
     locate,
     open_cache,
+    read_index,
 )
 from mutransfer.data.config import DataConfig
 from mutransfer.data.memory import MemorySource
@@ -106,7 +106,11 @@ def fingerprint_of_cache(cache: TokenCache) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _opened(name: str, path: str, mtime_ns: int) -> DataSource:
     """One source (and its maps) per process and cache folder: the trials of a worker share."""
-    cache = TokenCache(Path(path), json.loads((Path(path) / INDEX).read_text()))
+    index = read_index(Path(path))
+    if index is None:
+        raise UserError(f"token cache {path}: its {INDEX} is gone (deleted while in use); "
+                        f"run again to prepare it")
+    cache = TokenCache(Path(path), index)
     return memory_source(name, cache) if cache.index["kind"] == "memory" else \
         CachedStream(name, cache)
 

@@ -25,6 +25,7 @@ from mutransfer.data.cache import (
     FORMAT,
     MEMORY_SOURCES,
     CacheRef,
+    Checksum,
     TokenCache,
     open_cache,
     preparing,
@@ -93,15 +94,17 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     progress(0, len(files.files), 0)
     corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed)
     train, eval_ = corpus.buffers["train"], corpus.buffers["eval"]
+    checksum = Checksum()
     with open(folder / shard_name(0), "wb") as f:
-        f.write(train.tobytes())
-        f.write(eval_.tobytes())
+        for ids in (train, eval_):
+            f.write(ids.tobytes())
+            checksum.update(ids)
     progress(len(files.files), len(files.files), len(train) + len(eval_))
     digests = [file_digest(p) for p in files.files]
     return {"kind": "memory", "dtype": train.dtype.str, "vocab_size": tok.vocab_size,
             "eot": tok.eot, "description": corpus.description,
             "fingerprint": fingerprint_of(files.keys(), sizes, digests),
-            "shards": [{"tokens": len(train) + len(eval_)}],
+            "shards": [checksum.entry(len(train) + len(eval_))],
             "splits": {"train": [0, 0, len(train)], "eval": [0, len(train), len(eval_)]}}
 
 
@@ -128,13 +131,13 @@ def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
         workers = 1
     results = _run_jobs(jobs, workers, progress)
     rows, shards, digests = [], [], []
-    for (i, _, file_units, *_), (counts, digest) in zip(jobs, results):
+    for (i, _, file_units, *_), (counts, digest, shard) in zip(jobs, results):
         offset = 0
         for unit, (n_train, n_eval) in zip(file_units, counts):
             rows.append([unit.key, unit.row_group, unit.first_row, unit.n_rows, i,
                          offset, n_train, offset + n_train, n_eval])
             offset += n_train + n_eval
-        shards.append({"tokens": offset})
+        shards.append({"tokens": offset, **shard})
         digests.append(digest)
     return {"kind": "stream", "dtype": token_dtype(tok.vocab_size).str,
             "vocab_size": tok.vocab_size, "eot": tok.eot, "description": desc,
@@ -180,12 +183,14 @@ def _quiet_worker() -> None:
 
 def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed: int,
                   eval_fraction: float, tokenizer: str, out: Path
-                  ) -> tuple[list[tuple[int, int]], str]:
-    """Write one Parquet file's shard; ([(train, eval) tokens per row group], content hash)."""
+                  ) -> tuple[list[tuple[int, int]], str, dict[str, Any]]:
+    """Write one Parquet file's shard; ([(train, eval) tokens per row group], the file's
+    content hash, the shard's largest id and checksum)."""
     from mutransfer.data.parquet import unit_texts
 
     tok = make_tokenizer(tokenizer)
     counts = []
+    checksum = Checksum()
     with open(out, "wb") as f:
         for unit in units:
             sizes = []
@@ -194,10 +199,12 @@ def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed:
                 for texts in unit_texts(unit, split, text_column, split_seed, eval_fraction):
                     ids = tok.encode_docs(texts.to_pylist())
                     f.write(ids.tobytes())
+                    checksum.update(ids)
                     n += len(ids)
                 sizes.append(n)
             counts.append((sizes[0], sizes[1]))
-    return counts, file_digest(path)
+    return counts, file_digest(path), {"max_id": checksum.max_id,
+                                       "checksum": checksum.hexdigest()}
 
 
 class _ProgressLine:

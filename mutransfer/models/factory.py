@@ -15,11 +15,12 @@ parameter count changes with width; every failure is one UserError line.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -44,12 +45,34 @@ def expose_cwd() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([*parts, cwd])
 
 
+@contextlib.contextmanager
+def own_argv(name: str) -> Iterator[None]:
+    """sys.argv as the user's module would see it run on its own ([its name]): a module that
+    parses the command line at import finds no mutransfer options to read or refuse."""
+    saved = sys.argv
+    sys.argv = [name]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def exited(arch: str, what: str, exc: SystemExit) -> UserError:
+    """A user's sys.exit (or an argparse of the command line) as one line naming the arch:
+    the user's code must not end mutransfer's process, least of all with code 0."""
+    return UserError(f"model.arch {arch}: {what} called sys.exit({exc.code!r}); a factory "
+                     f"module must not exit (nor parse the command line) when imported")
+
+
 def import_factory(arch: str) -> Callable[..., nn.Module]:
     """The callable named by `package.module:factory` (runs the module's code)."""
     module_name, _, attr = arch.partition(":")
     expose_cwd()
     try:
-        module = importlib.import_module(module_name)
+        with own_argv(module_name):
+            module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise exited(arch, f"importing {module_name}", exc) from None
     except Exception as exc:
         raise UserError(f"model.arch {arch}: cannot import {module_name} "
                         f"({type(exc).__name__}: {first_line(exc)})") from None
@@ -81,6 +104,8 @@ def user_factory(cfg, spec) -> Factory:
             model = fn(width, **kwargs)
         except UserError:
             raise
+        except SystemExit as exc:
+            raise exited(mc.arch, f"the factory at width {width}", exc) from None
         except Exception as exc:
             raise UserError(f"model.arch {mc.arch}: the factory raised at width {width} "
                             f"({type(exc).__name__}: {first_line(exc)})") from None
@@ -185,6 +210,8 @@ def _check_output(cfg, spec, model: nn.Module, batch: int, length: int) -> None:
     try:
         with torch.no_grad():
             out = model(ids, ids) if custom else model(ids)
+    except SystemExit as exc:
+        raise exited(arch, "the forward pass", exc) from None
     except Exception as exc:
         raise UserError(f"model.arch {arch}: the forward pass failed on token ids of shape "
                         f"({batch}, {length}) ({type(exc).__name__}: {first_line(exc)})"

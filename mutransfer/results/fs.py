@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError
 
+# the longest file name where the filesystem does not say (POSIX NAME_MAX on Linux)
+DEFAULT_NAME_MAX = 255
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
@@ -28,13 +30,40 @@ def is_uri(location: str) -> bool:
 
 def absolute_location(location: str | Path) -> str:
     """A URI unchanged; a local path made absolute, so that Ray workers reach the same folder.
-    UserError for a location holding a NUL byte (no filesystem takes one)."""
+    UserError for a location holding a NUL byte (no filesystem takes one), a path through a
+    symlink loop, or a name longer than its filesystem takes."""
     text = str(location)
     if "\0" in text:
         raise UserError(f"storage {text!r}: holds a NUL byte; give a path or URI without one")
     if is_uri(text):
         return text.rstrip("/")
-    return str(Path(text).expanduser().resolve())
+    try:
+        path = Path(text).expanduser().resolve()
+    except RuntimeError:  # Python < 3.13 reports a loop so, 3.13 as OSError ELOOP
+        raise UserError(f"storage {text}: a symlink loop; give a folder") from None
+    except OSError as exc:
+        raise UserError(f"storage {text}: cannot look at this path ({exc.strerror or exc})"
+                        ) from None
+    check_name_lengths(path, f"storage {text}")
+    return str(path)
+
+
+def check_name_lengths(path: Path, what: str) -> None:
+    """UserError when a part of `path` is longer than the filesystem takes (the limit of the
+    nearest existing folder, in bytes: 255 on ext4, xfs, tmpfs), before anything tries to
+    make or list it (where Errno 36 would surface from deep inside pyarrow)."""
+    existing = path
+    while not os.path.exists(existing) and existing != existing.parent:  # False on any error
+        existing = existing.parent
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = DEFAULT_NAME_MAX
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            raise UserError(f"{what}: a name of {size} bytes ({part[:20]}...); this "
+                            f"filesystem takes at most {limit}")
 
 
 def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
