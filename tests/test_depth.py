@@ -119,7 +119,7 @@ def test_in_block_lrs_scale_with_depth_and_the_rest_do_not(depth, optimizer, exp
             "layers.0.mixer.A_log"} <= seen
 
 
-EVERY_TENSOR = ("hidden", "ssm_B", "ssm_C", "conv", "A_log", "dt", "D", "norm")
+EVERY_TENSOR = ("hidden", "out_proj", "ssm_B", "ssm_C", "conv", "A_log", "dt", "D", "norm")
 
 
 @pytest.mark.parametrize("depth,optimizer", [("completep", "adamw"), ("depth_mup", "sgd")])
@@ -144,7 +144,7 @@ MAMBA_TENSORS = {
     "norm.weight": "norm", "mixer.in_proj.weight": "hidden", "mixer.conv1d.weight": "conv",
     "mixer.conv1d.bias": "conv", "mixer.x_proj_dt.weight": "hidden",
     "mixer.x_proj_B.weight": "ssm_B", "mixer.x_proj_C.weight": "ssm_C",
-    "mixer.dt_proj.weight": "dt", "mixer.dt_proj.bias": "dt", "mixer.out_proj.weight": "hidden",
+    "mixer.dt_proj.weight": "dt", "mixer.dt_proj.bias": "dt", "mixer.out_proj.weight": "out_proj",
     "mixer.A_log": "A_log", "mixer.D": "D",
 }
 
@@ -169,12 +169,14 @@ def test_one_tensors_lr_exponent_moves_only_its_parameters(tensor):
 
 
 def test_init_exponents_rescale_the_block_weights_and_leave_the_biases():
-    """init exponent e: the conv's and out_proj's weights × r^e on top of their L_base value
-    (out_proj's √(L/L_base) undoes its 1/√n_layer); their biases and the Δ bias unchanged."""
+    """init exponent e: the conv's, in_proj's, x_proj_dt's and out_proj's weights × r^e on top
+    of their L_base value (out_proj's √(L/L_base) undoes its 1/√n_layer); their biases and the
+    Δ bias unchanged."""
     r = 8 / 2
     _, plain = built("none", 8, None)
     cfg = trial({"name": "mup_ssm", "depth": "completep",
-                 "depth_exponents": {"conv": {"init": 0.5}, "hidden": {"init": -1.0}}},
+                 "depth_exponents": {"conv": {"init": 0.5}, "hidden": {"init": -1.0},
+                                     "out_proj": {"init": 0.25}}},
                 n_layer=8, base_n_layer=2)
     torch.manual_seed(0)
     model = build_model(cfg, BYTES)
@@ -183,7 +185,7 @@ def test_init_exponents_rescale_the_block_weights_and_leave_the_biases():
         local = name.split(".", 2)[-1] if name.startswith("layers.") else ""
         factor = {"mixer.conv1d.weight": r ** 0.5, "mixer.in_proj.weight": r ** -1.0,
                   "mixer.x_proj_dt.weight": r ** -1.0,
-                  "mixer.out_proj.weight": r ** -1.0 * math.sqrt(r)}.get(local, 1.0)
+                  "mixer.out_proj.weight": r ** 0.25 * math.sqrt(r)}.get(local, 1.0)
         torch.testing.assert_close(p, plain_params[name] * factor, rtol=1e-6, atol=0)
 
 

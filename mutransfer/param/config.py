@@ -16,10 +16,11 @@ DepthName = Literal["none", "depth_mup", "completep"]
 DEPTHS: tuple[str, ...] = get_args(DepthName)
 # the in-block tensors a depth rule gives their own exponents (mutransfer/param/depth.py says
 # which parameter is which); "norm": the other in-block vectors (the block's norm gain)
-DepthTensor = Literal["hidden", "ssm_B", "ssm_C", "conv", "A_log", "dt", "D", "norm"]
+DepthTensor = Literal["hidden", "out_proj", "ssm_B", "ssm_C", "conv", "A_log", "dt", "D",
+                      "norm"]
 DEPTH_TENSORS: tuple[str, ...] = get_args(DepthTensor)
 # the tensors whose init is a random draw a depth exponent can rescale (their weights only)
-DEPTH_INIT_TENSORS = ("hidden", "ssm_B", "ssm_C", "conv", "dt")
+DEPTH_INIT_TENSORS = ("hidden", "out_proj", "ssm_B", "ssm_C", "conv", "dt")
 
 
 class RoleOverride(StrictModel):
@@ -47,7 +48,7 @@ class DepthExponents(StrictModel):
         "LR x r^this under SGD, on top of the width rule (default: 2 alpha - 1)"))
     init: float | None = Field(None, description=(
         "weight init x r^this, relative to its value at base_n_layer (default: 0); only the "
-        "weights of hidden, ssm_B, ssm_C, conv and dt"))
+        "weights of hidden, out_proj, ssm_B, ssm_C, conv and dt"))
 
 
 class ParamConfig(StrictModel):
@@ -63,7 +64,8 @@ class ParamConfig(StrictModel):
         "depth_alpha_exp): each residual branch x (L/L_base)^-alpha; default the preset's "
         "(depth_mup 0.5, completep 1); needs param.depth depth_mup or completep"))
     depth_exponents: dict[DepthTensor, DepthExponents] = Field({}, description=(
-        "per in-block tensor (hidden, ssm_B, ssm_C, conv, A_log, dt, D, norm): powers of "
+        "per in-block tensor (hidden, out_proj, ssm_B, ssm_C, conv, A_log, dt, D, norm): "
+        "powers of "
         "L/L_base on its LR and init, replacing the preset's; needs param.depth depth_mup or "
         "completep"))
 

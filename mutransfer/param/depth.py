@@ -23,8 +23,9 @@ parameterization. Where each entry comes from: docs/parameterizations.md ("Depth
 
 Each in-block parameter is one of DEPTH_TENSORS, by its role and where it sits (`tensor_kind`):
 ssm_B, ssm_C (their roles), conv (a parameter of an nn.Conv1d), A_log, D (by name), dt
-(dt_proj's weight and bias, or a parameter named dt_bias), hidden (the other matrices), norm
-(the other vectors: the block's norm gain).
+(dt_proj's weight and bias, or a parameter named dt_bias), out_proj (the weight of a module
+named out_proj: the matrix that writes the branch), hidden (the other matrices: in_proj,
+x_proj_dt), norm (the other vectors: the block's norm gain).
 
 The model side is duck-typed, as `RescalableWeight` is, so that param/ never imports models/:
 a module with a `branch_mult` attribute is a residual block (its output branch is multiplied
@@ -112,10 +113,12 @@ def tensor_kind(role: str, module: nn.Module, full_name: str, local: str) -> str
         return "conv"
     if local in ("A_log", "D"):
         return local
-    parts = full_name.split(".")
-    if (len(parts) > 1 and parts[-2] == "dt_proj") or local == "dt_bias":
+    owner = full_name.split(".")[-2] if "." in full_name else ""
+    if owner == "dt_proj" or local == "dt_bias":
         return "dt"
-    return "hidden" if role in MATRIX_ROLES else "norm"
+    if role in MATRIX_ROLES:
+        return "out_proj" if owner == "out_proj" else "hidden"
+    return "norm"
 
 
 def block_tensor_kinds(model: nn.Module, roles: dict[str, str]) -> dict[str, str]:
