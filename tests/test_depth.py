@@ -251,3 +251,17 @@ def test_bad_depth_input_is_refused_in_one_line_and_writes_nothing(tmp_path, cap
     path = write(tmp_path / "sweep.yaml", {"storage": str(storage), **doc})
     assert_one_line_error(capsys, main(["validate", str(path)]), needle)
     assert not storage.exists()
+
+
+@pytest.mark.parametrize("assignment,needle", [
+    ("alpha=0.75", "--depth-set"), ("depth_alpha", "--depth-set"),
+    ("depth_alpha=.nan", "param.depth_alpha"),
+    ("depth_exponents.conv.lr_adam=.inf", "param.depth_exponents.conv.lr_adam")])
+def test_coord_check_refuses_a_bad_depth_field_in_one_line(tmp_path, capsys, assignment,
+                                                            needle):
+    out = tmp_path / "coord"
+    rc = main(["coord-check", "--param", "mup_ssm", "--depths", "1", "2", "--width", "16",
+               "--seeds", "0", "--steps", "1", "--depth-param", "completep", "--depth-set",
+               assignment, "--out", str(out)])
+    assert_one_line_error(capsys, rc, needle)
+    assert not out.exists()
