@@ -14,8 +14,10 @@ from mutransfer.param.depth import depth_rule
 def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
     """Adam, AdamW or SGD (with momentum) over the groups of `param_groups(model, cfg)`.
 
-    Adam's ε is train.eps times the depth parameterization's factor (mutransfer/param/depth.py;
-    exactly train.eps without one).
+    Adam's ε is train.eps, times the depth parameterization's factor r^-α on the in-block
+    groups only (mutransfer/param/depth.py): the embedding, the readout and the final norm keep
+    train.eps, whose gradients the branch multiplier does not scale. Without an active depth
+    parameterization every group has exactly train.eps.
 
     Adam and AdamW use torch's fused kernels when every parameter is on CUDA (one launch
     per step instead of several per parameter group; the same update up to rounding).
@@ -27,11 +29,14 @@ def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
     if t.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=t.lr, momentum=t.momentum)
     fused = all_on_cuda(model)
-    eps = t.eps * depth_rule(cfg).eps_scale
+    in_block_eps = t.eps * depth_rule(cfg).eps_scale
+    for g in groups:
+        if g.get("in_block"):
+            g["eps"] = in_block_eps
     if t.optimizer == "adam":
         # Adam's weight decay is L2 in the gradient; kept for completeness, default 0
-        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=eps, fused=fused)
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=eps, fused=fused)
+        return torch.optim.Adam(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
 
 
 def all_on_cuda(model: torch.nn.Module) -> bool:

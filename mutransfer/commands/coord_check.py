@@ -9,7 +9,8 @@ import sys
 from mutransfer.errors import UserError
 
 # CoordSettings field -> the option that sets it (where the two names differ)
-OPTION = {"params": "--param", "overrides": "--set", "depths": "--depths", "width": "--width"}
+OPTION = {"params": "--param", "overrides": "--set", "depths": "--depths", "width": "--width",
+          "depth_fields": "--depth-set"}
 
 
 def option(field: str) -> str:
@@ -48,6 +49,10 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--depth-param", default=None, metavar="NAME",
                    help="sets param.depth (a depth parameterization) where the config has it "
                    "(default: unset, the model as it is)")
+    p.add_argument("--depth-set", dest="depth_fields", action="append", default=[],
+                   metavar="FIELD=VALUE",
+                   help="a field of the depth rule under param, e.g. depth_alpha=0.75 or "
+                   "depth_exponents.conv.lr_adam=0.2 (default: the preset's; repeatable)")
     p.add_argument("--batch-size", type=int, default=d.batch_size,
                    help="sequences per training batch (default: %(default)s)")
     p.add_argument("--seq-len", type=int, default=d.seq_len,
@@ -96,6 +101,18 @@ def _parse_model(items: list[str]) -> dict:
     return dict(parse_set(items))
 
 
+def _parse_depth_fields(items: list[str]) -> dict:
+    from mutransfer.configbase import parse_set
+
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--depth-set {item!r}: expected FIELD=VALUE")
+        if not item.startswith(("depth_alpha=", "depth_exponents.")):
+            raise UserError(f"--depth-set {item!r}: a depth rule field is depth_alpha or "
+                            "depth_exponents.TENSOR.ENTRY")
+    return dict(parse_set(items))
+
+
 def settings_from(args):
     """CoordSettings from the parsed options (an option that does not fit: UserError)."""
     from mutransfer.coord.settings import DEPTH_WIDTH, CoordSettings
@@ -117,7 +134,8 @@ def settings_from(args):
         n_layer=args.n_layer if args.n_layer is not None else d.n_layer,
         batch_size=args.batch_size, seq_len=args.seq_len,
         overrides=_parse_overrides(args.overrides), model=_parse_model(args.model),
-        depths=args.depths, depth_param=args.depth_param, tolerance=args.tolerance,
+        depths=args.depths, depth_param=args.depth_param,
+        depth_fields=_parse_depth_fields(args.depth_fields), tolerance=args.tolerance,
         alpha=args.alpha)
 
 

@@ -30,6 +30,12 @@ def trial_config(s: CoordSettings, param: str, width: int, seed: int,
     param_cfg = {"name": param, "overrides": overrides}
     if s.depth_param is not None:
         param_cfg["depth"] = s.depth_param
+    for key, value in (s.depth_fields or {}).items():
+        *path, last = key.split(".")
+        node = param_cfg
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
     return TrialConfig(
         width=width,
         model=ModelConfig(**model),

@@ -38,6 +38,9 @@ class CoordSettings:
     # a depth check: slopes against log2 n_layer over `depths`, at the one width `widths[0]`
     depths: list[int] | None = None
     depth_param: str | None = None  # sets param.depth, where the config has that field
+    # further param fields of the depth rule, dotted: {"depth_alpha": 0.75,
+    # "depth_exponents.conv.lr_adam": 0.2}
+    depth_fields: dict | None = None
     tolerance: float = COORD_TOLERANCE  # largest |slope| that counts as flat
     alpha: float = COORD_ALPHA  # family-wise error rate of the violations (Holm)
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from mutransfer.errors import UserError
 from mutransfer.param.config import ROLES
-from mutransfer.param.depth import block_parameters, depth_rule, set_branch_multipliers
+from mutransfer.param.depth import block_tensor_kinds, depth_rule, set_branch_multipliers
 from mutransfer.param.rescalable import RescalableWeight
 from mutransfer.param.roles import MATRIX_ROLES, owners
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
@@ -89,23 +89,32 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
     own = owners(model)
     governed = {name for name, role in roles.items() if role != "vector"
                 or (isinstance(own[name][0], RescalableWeight) and own[name][1] == "weight")}
+    kinds = block_tensor_kinds(model, roles) if depth.active else {}
+    # a vector's weight rescaled by a depth init exponent (the conv's): not a width rule's
+    depth_init = {name for name, kind in kinds.items() if name not in governed
+                  and own[name][1] == "weight" and depth.init_scale(0.0, kind) != 1.0}
     readout_attr = hasattr(model, "readout_mult")
-    with unchanged_outside(model, governed):
+    with unchanged_outside(model, governed | depth_init):
         for name in sorted(governed):
             role, (module, local) = roles[name], own[name]
             rule = rules[role]
+            kind = kinds.get(name)
             if isinstance(module, RescalableWeight) and local == "weight":
                 module.rescale_init(rule.init_scale(module.width_mult(m), n)
-                                    * depth.init_scale(module.depth_init_exp))
+                                    * block_init_scale(depth, kind, module.depth_init_exp))
                 module.mult = rule.forward_mult(m)
                 continue
             r = fan_in_ratio.get(name, m)
             ref = r**-0.5 if role in MATRIX_ROLES else 1.0
             with torch.no_grad():
-                getattr(module, local).mul_(rule.init_scale(r, n) / ref)
+                getattr(module, local).mul_(rule.init_scale(r, n) / ref
+                                            * block_init_scale(depth, kind, 0.0, local))
             mult = rule.forward_mult(m)
             if not (role == "readout" and readout_attr):
                 set_output_multiplier(module, mult)
+        with torch.no_grad():
+            for name in depth_init:
+                getattr(*own[name]).mul_(depth.init_scale(0.0, kinds[name]))
     readout = rules["readout"].forward_mult(m)
     if readout_attr:
         model.readout_mult = readout
@@ -113,6 +122,14 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
         raise UserError(READOUT_HOOK)
     set_branch_multipliers(model, depth)
     model.mutransfer_roles = roles
+
+
+def block_init_scale(depth, kind: str | None, depth_init_exp: float,
+                     local: str = "weight") -> float:
+    """The depth rule's factor on a weight's init (1 outside the blocks and for biases)."""
+    if kind is None or local != "weight":
+        return 1.0
+    return depth.init_scale(depth_init_exp, kind)
 
 
 def set_output_multiplier(module: nn.Module, mult: float) -> None:
@@ -143,28 +160,32 @@ def param_groups(model: nn.Module, cfg) -> list[dict]:
 
     Each group also holds `lr_scale` (its LR over the base LR) and `role`, so that LR
     schedules can multiply the base schedule and reports can name the group. With an active
-    depth parameterization a role's in-block parameters (param/depth.py) form their own group
-    (`depth_scale`: their depth factor on the LR); the weight decay follows the width rule.
+    depth parameterization a role's in-block parameters (param/depth.py) form their own groups,
+    one per depth factor on the LR (`depth_scale`; `in_block`: True, which the optimizer's
+    per-group Adam ε reads); the weight decay follows the width rule.
     """
     rules = rules_for(cfg.param)
     m, n = multipliers(cfg)
     family = optimizer_family(cfg.train.optimizer)
     depth = depth_rule(cfg)
-    in_blocks = block_parameters(model) if depth.active else set()
+    roles = model_roles(model)
+    kinds = block_tensor_kinds(model, roles) if depth.active else {}
     base_lr, base_wd = cfg.train.lr, cfg.train.weight_decay
     params = dict(model.named_parameters())
-    groups: dict[tuple[str, float], dict] = {}
-    for name, role in model_roles(model).items():
+    groups: dict[tuple[str, bool, float], dict] = {}
+    for name, role in roles.items():
         rule = rules[role]
         width_scale = rule.lr_scale(family, m, n)
-        depth_scale = depth.lr_scale(family) if name in in_blocks else 1.0
+        in_block = name in kinds
+        depth_scale = depth.lr_scale(family, kinds[name]) if in_block else 1.0
         scale = width_scale * depth_scale
         # weight decay follows the width rule only (LR·wd constant in width, as MuAdamW);
         # CompleteP's reference puts no depth factor on it
         wd = rule.weight_decay(base_wd, family, m, n)
-        group = groups.setdefault((role, depth_scale), {
+        depth_keys = {"depth_scale": depth_scale, "in_block": in_block} if kinds else {}
+        group = groups.setdefault((role, in_block, depth_scale), {
             "params": [], "lr": base_lr * scale, "lr_scale": scale, "weight_decay": wd,
-            "role": role, "names": [], **({"depth_scale": depth_scale} if in_blocks else {})})
+            "role": role, "names": [], **depth_keys})
         group["params"].append(params[name])
         group["names"].append(name)
     return list(groups.values())

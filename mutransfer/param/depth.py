@@ -1,20 +1,31 @@
 """Depth parameterizations: residual-branch multipliers and the LR, init and Adam ε rules.
 
-With r = L / L_base (model.n_layer over model.base_n_layer) and α = 1/2 (depth_mup, Yang et
-al. 2023, "Tensor Programs VI") or α = 1 (completep, Dey et al. 2025):
+With r = L / L_base (model.n_layer over model.base_n_layer) and the residual exponent α
+(`param.depth_alpha`, CompleteP's `depth_alpha_exp`; presets: depth_mup α = 1/2, Yang et al.
+2023, "Tensor Programs VI"; completep α = 1, Dey et al. 2025):
 
     residual branch   x + r^-α · mixer(norm(x))            (every block)
-    LR, in-block      × r^(α-1) (Adam, AdamW)  × r^(2α-1) (SGD)   on top of the width rule
-    Adam ε            × r^-α                                (all groups, as CompleteP's code)
+    LR, in-block      × r^e_lr on top of the width rule; e_lr per in-block tensor
+                      (`param.depth_exponents`), default α-1 (Adam, AdamW), 2α-1 (SGD)
+    Adam ε            × r^-α on the in-block groups only; the embedding, readout and final
+                      norm keep train.eps (CompleteP's code scales its one ε for every group:
+                      docs/parameterizations.md, "Depth", says why we do not)
     init              a block weight whose reference init carries 1/√n_layer (Mamba's and
                       S4D's out_proj: the reference's rescale_prenorm_residual) keeps the
-                      value it has at L_base: the branch multiplier does the depth scaling
+                      value it has at L_base, times r^e_init (`param.depth_exponents`, default
+                      0): the branch multiplier does the depth scaling
     weight decay      unchanged (follows the width rule only, as CompleteP's code)
 
 "In-block" is every parameter of a residual block (its norm and its mixer); the embedding, the
 final norm and the readout keep their width rule. `none` leaves everything as it was, and at
 r = 1 every factor is exactly 1, so every model equals the one without a depth
 parameterization. Where each entry comes from: docs/parameterizations.md ("Depth").
+
+Each in-block parameter is one of DEPTH_TENSORS, by its role and where it sits (`tensor_kind`):
+ssm_B, ssm_C (their roles), conv (a parameter of an nn.Conv1d), A_log, D (by name), dt
+(dt_proj's weight and bias, or a parameter named dt_bias), out_proj (the weight of a module
+named out_proj: the matrix that writes the branch), hidden (the other matrices: in_proj,
+x_proj_dt), norm (the other vectors: the block's norm gain).
 
 The model side is duck-typed, as `RescalableWeight` is, so that param/ never imports models/:
 a module with a `branch_mult` attribute is a residual block (its output branch is multiplied
@@ -29,21 +40,27 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
+from mutransfer.param.roles import MATRIX_ROLES, owners
 from mutransfer.param.tables import Family
 
-ALPHA = {"none": 0.0, "depth_mup": 0.5, "completep": 1.0}
+PRESETS = {"none": 0.0, "depth_mup": 0.5, "completep": 1.0}  # α of each named rule
 
 
 @dataclass(frozen=True)
 class DepthRule:
-    """The factors of one depth parameterization at depth ratio `ratio` = L / L_base."""
+    """The factors of one depth parameterization at depth ratio `ratio` = L / L_base.
+
+    `alpha`: the preset's when None; `exponents`: (tensor, entry) -> power of r, replacing
+    the preset's (entries lr_adam, lr_sgd, init; see param/config.py DepthExponents)."""
 
     name: str = "none"
     ratio: float = 1.0
+    alpha_exp: float | None = None
+    exponents: tuple[tuple[tuple[str, str], float], ...] = ()
 
     @property
     def alpha(self) -> float:
-        return ALPHA[self.name]
+        return PRESETS[self.name] if self.alpha_exp is None else self.alpha_exp
 
     @property
     def active(self) -> bool:
@@ -53,29 +70,62 @@ class DepthRule:
     def _power(self, exponent: float) -> float:
         return self.ratio**exponent if self.active else 1.0
 
+    def exponent(self, tensor: str, entry: str) -> float:
+        """The power of r on `entry` (lr_adam, lr_sgd, init) of an in-block `tensor`."""
+        default = {"lr_adam": self.alpha - 1.0, "lr_sgd": 2.0 * self.alpha - 1.0, "init": 0.0}
+        return dict(self.exponents).get((tensor, entry), default[entry])
+
     @property
     def branch_mult(self) -> float:
         """Multiplier on each residual branch's output: r^-α."""
         return self._power(-self.alpha)
 
-    def lr_scale(self, family: Family) -> float:
-        """Factor on the LR of an in-block parameter: Adam r^(α-1), SGD r^(2α-1)."""
-        return self._power(self.alpha - 1.0 if family == "adam" else 2.0 * self.alpha - 1.0)
+    def lr_scale(self, family: Family, tensor: str = "hidden") -> float:
+        """Factor on the LR of an in-block `tensor`: by default Adam r^(α-1), SGD r^(2α-1)."""
+        return self._power(self.exponent(tensor, "lr_adam" if family == "adam" else "lr_sgd"))
 
     @property
     def eps_scale(self) -> float:
-        """Factor on Adam's ε: r^-α."""
+        """Factor on Adam's ε of the in-block groups: r^-α."""
         return self._power(-self.alpha)
 
-    def init_scale(self, depth_init_exp: float) -> float:
-        """Factor that takes an init ∝ n_layer^depth_init_exp back to its value at L_base."""
-        return self._power(-depth_init_exp)
+    def init_scale(self, depth_init_exp: float, tensor: str = "hidden") -> float:
+        """Factor that takes an init ∝ n_layer^depth_init_exp back to its value at L_base,
+        times r^(the tensor's init exponent)."""
+        return self._power(self.exponent(tensor, "init") - depth_init_exp)
 
 
 def depth_rule(cfg) -> DepthRule:
-    """The depth rule of `cfg` (a TrialConfig): param.depth at n_layer / base_n_layer."""
+    """The depth rule of `cfg` (a TrialConfig): param.depth, depth_alpha and depth_exponents
+    at n_layer / base_n_layer."""
     base = cfg.model.base_n_layer or cfg.model.n_layer
-    return DepthRule(cfg.param.depth, cfg.model.n_layer / base)
+    p = cfg.param
+    exponents = tuple(((tensor, entry), value) for tensor, exps in p.depth_exponents.items()
+                      for entry, value in exps.model_dump(exclude_none=True).items())
+    return DepthRule(p.depth, cfg.model.n_layer / base, p.depth_alpha, exponents)
+
+
+def tensor_kind(role: str, module: nn.Module, full_name: str, local: str) -> str:
+    """Which of DEPTH_TENSORS an in-block parameter is (see the module doc)."""
+    if role in ("ssm_B", "ssm_C"):
+        return role
+    if isinstance(module, nn.Conv1d):
+        return "conv"
+    if local in ("A_log", "D"):
+        return local
+    owner = full_name.split(".")[-2] if "." in full_name else ""
+    if owner == "dt_proj" or local == "dt_bias":
+        return "dt"
+    if role in MATRIX_ROLES:
+        return "out_proj" if owner == "out_proj" else "hidden"
+    return "norm"
+
+
+def block_tensor_kinds(model: nn.Module, roles: dict[str, str]) -> dict[str, str]:
+    """Full name -> DEPTH_TENSORS entry of every parameter inside a residual block."""
+    inside = block_parameters(model)
+    return {name: tensor_kind(roles[name], module, name, local)
+            for name, (module, local) in owners(model).items() if name in inside}
 
 
 def blocks(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
