@@ -3,6 +3,8 @@
 session is killed) and everything is stopped at the end, also when a test fails.
 
 `ray stop` is not used: it stops every Ray on the machine, including ones that are not ours.
+Nor are Ray's fixed default ports (the dashboard agent's 52365, the client server's 10001):
+each node gets free ones, so that the cluster starts beside other Rays on the machine.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+NODE_MARK = "MUTRANSFER_TEST_NODE"  # in the environment of every process of a node
 
 
 def free_port() -> int:
@@ -39,19 +42,45 @@ def wait_for_port(port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f}s")
 
 
+def marked(mark: str) -> list[int]:
+    """Pids of the running processes whose environment holds NODE_MARK=mark."""
+    entry = f"{NODE_MARK}={mark}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and entry in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 @dataclass
 class Node:
     name: str
     proc: subprocess.Popen
     temp: Path
+    mark: str
 
-    def stop(self) -> None:
-        """SIGKILL the node's `ray start` and every process of its session (raylet, workers)."""
+    def stop(self, timeout_s: float = 60) -> None:
+        """SIGKILL every process of the node, as when its machine is lost: its `ray start`
+        session and what Ray moved out of it (trial workers in process groups of their
+        own); returns once they are all gone."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.proc.wait(timeout=60)
+        self.proc.wait(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while left := marked(self.mark):
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"processes {left} of node {self.name} outlived SIGKILL")
+            time.sleep(0.1)  # a killed process leaves /proc once its parent reaps it
 
 
 @dataclass
@@ -62,6 +91,8 @@ class Cluster:
     # Ray >= 2.5x clusters authenticate with a token: this cluster has its own, and
     # `env` (for every process that talks to it: nodes, CLI, drivers) carries it
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # more variables for the nodes alone (their workers inherit them), e.g. tests/gate.py's
+    node_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def env(self) -> dict[str, str]:
@@ -78,19 +109,25 @@ class Cluster:
 
     def _start(self, name: str, args: list[str]) -> Node:
         # short: Ray's socket paths have a length limit
-        temp = Path("/tmp") / f"mtc-{uuid.uuid4().hex[:8]}"
+        mark = uuid.uuid4().hex[:8]
+        temp = Path("/tmp") / f"mtc-{mark}"
         log = open(temp.with_suffix(".log"), "wb")  # noqa: SIM115 - the node keeps it
+        ports = [arg for option in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                                    "--metrics-export-port", "--runtime-env-agent-port")
+                 for arg in (option, str(free_port()))]
         proc = subprocess.Popen([*RAY, "start", "--block", "--node-ip-address", "127.0.0.1",
-                                 "--temp-dir", str(temp), "--disable-usage-stats", *args],
+                                 "--temp-dir", str(temp), "--disable-usage-stats", *ports, *args],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **self.env})
-        node = Node(name, proc, temp)
+                                env={**os.environ, **self.env, **self.node_env,
+                                     NODE_MARK: mark})
+        node = Node(name, proc, temp, mark)
         self.nodes.append(node)
         return node
 
     def start_head(self, num_cpus: int, timeout_s: float = 240) -> Node:
         node = self._start("head", ["--head", "--port", str(self.gcs_port), "--dashboard-port",
                                     str(self.dashboard_port), "--dashboard-host", "127.0.0.1",
+                                    "--ray-client-server-port", str(free_port()),
                                     "--include-dashboard", "true", "--num-cpus", str(num_cpus),
                                     "--resources", json.dumps({"head": 1})])
         wait_for_port(self.gcs_port, timeout_s)
@@ -147,5 +184,5 @@ class Cluster:
             node.temp.with_suffix(".log").unlink(missing_ok=True)
 
 
-def start_cluster() -> Cluster:
-    return Cluster(free_port(), free_port())
+def start_cluster(node_env: dict[str, str] | None = None) -> Cluster:
+    return Cluster(free_port(), free_port(), node_env=dict(node_env or {}))

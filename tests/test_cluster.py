@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mutransfer.cli import main
+from tests.gate import Gate
 from tests.raycluster import Cluster, start_cluster
 from tests.sweeps import assert_every_cell_once, trial_ids, write_sweep
 
@@ -33,9 +34,15 @@ ONE_CPU = {"cpus_per_trial": 1}
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def gate(tmp_path_factory) -> Gate:
+    """Open unless a test holds it (tests/gate.py); the cluster's trials pass through it."""
+    return Gate(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="module")
+def cluster(gate: Gate):
     """Head (1 CPU) and one worker node (1 CPU, resource `worker`); stopped at the end."""
-    c = start_cluster()
+    c = start_cluster(node_env=gate.env)
     try:
         c.start_head(num_cpus=1)
         c.add_worker(num_cpus=1)
@@ -78,37 +85,38 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
 
 
 def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
-        tmp_path, cluster_env):
-    # long trials (tens of seconds here) with few evals: the stop lands inside a trial
-    steps, every = 3000, 500
+        tmp_path, cluster_env, gate):
+    steps = 20
     storage, log = tmp_path / "results", tmp_path / "driver.log"
-    path = write_sweep(tmp_path, "nodeloss", AXES, storage, steps=steps, eval_every=every,
-                       resources=ONE_CPU)
+    path = write_sweep(tmp_path, "nodeloss", AXES, storage, steps=steps, resources=ONE_CPU)
     worker = next(n for n in cluster_env.nodes if n.name == "worker")
     worker_id = cluster_env.node_id("worker")[:8]
+    gate.hold()  # each trial waits mid-trial, its first step rows stored, until the stop
     driver = subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
                                "--address", cluster_env.gcs, "--no-analysis"], cwd=REPO,
                               stdout=log.open("wb"), stderr=subprocess.STDOUT,
                               start_new_session=True, env=dict(os.environ))
     try:
         deadline = time.monotonic() + 300
-        # one CPU per node and per trial: two trials running at once means one on each node
-        while len(running_trials(storage)) < 2:
+        # one CPU per node and per trial: two trials held at once means one on each node
+        while len(running_trials(storage) & gate.held()) < 2:
             assert driver.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "two trials never ran at once"
             time.sleep(0.2)
         worker.stop()
         # the trial processes of the worker died with it: nothing it ran can finish after this
         finished_on_worker_before = trial_ids(storage / "trials")
+        gate.open()
         assert driver.wait(timeout=500) == 0, log.read_text()
     finally:
+        gate.open()
         if driver.poll() is None:
             driver.kill()
             driver.wait()
     out = log.read_text()
     assert "retrying" in out, out  # the trial the worker was running failed and ran again
 
-    tables = assert_every_cell_once(path, steps, every, parts=False)
+    tables = assert_every_cell_once(path, steps, parts=False)
     on_worker = tables.trials[tables.trials["host"].str.endswith("/" + worker_id)]
     assert set(on_worker["trial_id"]) <= finished_on_worker_before
     after = tables.trials[~tables.trials["trial_id"].isin(finished_on_worker_before)]

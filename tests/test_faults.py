@@ -24,6 +24,7 @@ import pytest
 
 from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import Store, read_tables
+from tests.gate import Gate
 from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = pytest.mark.slow
@@ -37,12 +38,14 @@ def sweep(path: Path) -> tuple[int, str]:
     return run_sweep(SweepArgs(str(path), analysis=False, out=out)), out.getvalue()
 
 
-def start_driver(path: Path, log: Path) -> subprocess.Popen:
-    """`mutransfer sweep` in its own session: the Ray it starts can be found and killed."""
+def start_driver(path: Path, log: Path, env: dict[str, str] | None = None
+                 ) -> subprocess.Popen:
+    """`mutransfer sweep` in its own session: the Ray it starts can be found and killed.
+    `env`: more variables for it and the Ray it starts (e.g. a tests/gate.py gate's)."""
     return subprocess.Popen([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
                              "--no-analysis", "--num-cpus", "2"], cwd=REPO,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, **(env or {})})
 
 
 def kill_session(proc: subprocess.Popen) -> None:
@@ -52,21 +55,6 @@ def kill_session(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=60)
-
-
-def session_processes(sid: int, title: str) -> list[int]:
-    """Pids of processes in session `sid` whose command line starts with `title`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if os.getsid(int(entry.name)) == sid and cmdline.startswith(title):
-                found.append(int(entry.name))
-        except (OSError, ProcessLookupError):
-            continue
-    return found
 
 
 def wait_until(condition, proc: subprocess.Popen, timeout_s: float, what: str):
@@ -84,20 +72,19 @@ def wait_until(condition, proc: subprocess.Popen, timeout_s: float, what: str):
 # -- a trial's worker process dies ---------------------------------------------------------------
 
 def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
-    steps = 60
+    steps = 10
     path = write_sweep(tmp_path, "worker", {"width": [16, 32], "lr": [0.001, 0.01]},
                        steps=steps)
-    results, log = tmp_path / "worker", tmp_path / "worker.log"
-    proc = start_driver(path, log)
+    log, gate = tmp_path / "worker.log", Gate(tmp_path / "gate")
+    gate.hold()  # trials wait mid-trial, their first step rows stored: the kill lands there
+    proc = start_driver(path, log, gate.env)
     try:
-        def mid_trial_worker() -> list[int]:
-            running = trial_ids(results / "running") - trial_ids(results / "trials")
-            return session_processes(proc.pid, "ray::ImplicitFunc") if running else []
-
-        victims = wait_until(mid_trial_worker, proc, 300, "a trial was running")
+        victims = wait_until(gate.held_pids, proc, 300, "a trial was running")
         os.kill(victims[0], signal.SIGKILL)
+        gate.open()
         assert proc.wait(timeout=400) == 0, log.read_text()
     finally:
+        gate.open()
         kill_session(proc)
     out = log.read_text()
     assert "retrying" in out and "0 failed" in out, out
@@ -147,16 +134,16 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
 def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_next(tmp_path):
     """While a driver runs, a second `mutransfer sweep` on the same storage exits 2 with one
     line naming the first. The first is then SIGKILLed alone: its local Ray's agents and its
-    trial workers (each in a process group of its own) outlive it, the workers still training
-    and writing into the store. The next driver takes over its lease, ends what it left
-    running, and finishes the sweep."""
-    steps = 400  # the killed driver's trial workers are still training when the next one starts
+    trial workers (each in a process group of its own, here held mid-trial by a gate) outlive
+    it. The next driver takes over its lease, ends what it left running, and finishes the
+    sweep."""
+    steps = 20
     path = write_sweep(tmp_path, "lease", {"width": [16, 32], "lr": [0.001, 0.01]}, steps=steps)
-    results, log = tmp_path / "lease", tmp_path / "lease.log"
-    first = start_driver(path, log)
+    results, log, gate = tmp_path / "lease", tmp_path / "lease.log", Gate(tmp_path / "gate")
+    gate.hold()  # the first driver's trials stay mid-trial until the next driver ends them
+    first = start_driver(path, log, gate.env)
     try:
-        wait_until(lambda: list((results / "running").glob("*.parquet")), first, 300,
-                   "a trial was running")
+        wait_until(gate.held, first, 300, "a trial was running")
         second = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path)],
                                 cwd=REPO, capture_output=True, text=True, timeout=120)
         assert second.returncode == 2, second.stderr
@@ -175,6 +162,7 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
         # nothing the killed run started still runs (Ray's agents alone linger for a minute)
         assert started_by(token) == [], third.stdout
     finally:
+        gate.open()
         kill_session(first)
     assert_every_cell_once(path, steps)
 
@@ -195,7 +183,7 @@ def started_by(token: str) -> list[int]:
     return found
 
 
-def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path):
+def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path, request):
     """Ctrl-C: the sweep stops, says how many of its cells are done, and does not run the
     analysis (or rewrite plots) on a partial grid; exit 130. The next run finishes it."""
     steps = 100
@@ -217,16 +205,10 @@ def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_pa
     assert 1 <= done < 6, out
     assert f"interrupted: {done} of 6 done" in out, out
     assert "ran " not in out and not (results / "analysis").exists(), out
-    rc, out = subprocess_sweep(path)
+    request.getfixturevalue("ray_local")  # the next run, in this process
+    rc, out = sweep(path)
     assert rc == 0, out
     assert_every_cell_once(path, steps)
-
-
-def subprocess_sweep(path: Path) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path),
-                           "--no-analysis", "--num-cpus", "2"], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
-    return done.returncode, done.stdout + done.stderr
 
 
 # -- damaged parts, read-only and full storage (in this process, one local Ray) ------------------

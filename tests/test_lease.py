@@ -92,18 +92,27 @@ def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_stale(store):
     taken.release()
 
 
+def soon(condition, timeout_s: float = 60.0) -> bool:
+    """Whether `condition()` holds within `timeout_s` (checked every 10 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_the_heartbeat_keeps_the_lease_fresh_and_never_overwrites_another(store, monkeypatch):
     monkeypatch.setattr(lease_module, "HEARTBEAT_S", 0.05)
     held = Lease(store)
     held.acquire(settle_s=0)
     first = read_holder(store).heartbeat
-    time.sleep(0.3)
-    assert read_holder(store).heartbeat > first
+    assert soon(lambda: read_holder(store).heartbeat > first)
     intruder = Lease(store)
     intruder._write()  # someone removed ours and took the store
-    time.sleep(0.3)
+    assert soon(lambda: held.lost is not None)  # the next beat finds it
     assert read_holder(store).token == intruder.holder.token
-    assert held.lost is not None and held.lost.token == intruder.holder.token
+    assert held.lost.token == intruder.holder.token
     held.release()
     assert read_holder(store).token == intruder.holder.token  # not ours: left in place
 

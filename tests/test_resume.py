@@ -61,6 +61,14 @@ def straight_run(root: Path) -> dict:
     return metrics
 
 
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> Path:
+    """A store holding the trial of CONFIG run uninterrupted (read only by the tests)."""
+    root = tmp_path_factory.mktemp("straight")
+    straight_run(root)
+    return root
+
+
 def same_losses(a: Path, b: Path) -> None:
     """Both stores hold the same trial with bit-identical losses (NaN at step 0 included)."""
     ta, tb = read_tables(a), read_tables(b)
@@ -75,8 +83,7 @@ def checkpoint_files(root: Path) -> list[str]:
 
 
 def test_a_trial_killed_after_an_eval_point_resumes_with_the_uninterrupted_losses(
-        tmp_path, monkeypatch):
-    straight_run(tmp_path / "straight")
+        tmp_path, monkeypatch, straight):
     killed = tmp_path / "killed"
     with monkeypatch.context() as m:
         crash_after_reporting(m, 2 * EVERY + EVERY)  # after the eval at step 9
@@ -87,7 +94,7 @@ def test_a_trial_killed_after_an_eval_point_resumes_with_the_uninterrupted_losse
     metrics = run_unit(payload(), str(killed), "s")
     # the checkpoint of step 9 was written after its report, so the last one is step 6
     assert metrics["resumed_from"] == 2 * EVERY
-    same_losses(tmp_path / "straight", killed)
+    same_losses(straight, killed)
     steps = read_tables(killed).steps
     assert steps["step"].tolist() == list(range(0, STEPS + 1, EVERY))
     assert steps["attempt"].nunique() == 1  # every row rewritten by the resuming attempt
@@ -97,10 +104,9 @@ def test_a_trial_killed_after_an_eval_point_resumes_with_the_uninterrupted_losse
 
 
 @pytest.mark.slow
-def test_a_worker_sigkilled_mid_trial_resumes_with_the_uninterrupted_losses(tmp_path):
+def test_a_worker_sigkilled_mid_trial_resumes_with_the_uninterrupted_losses(tmp_path, straight):
     """A real kill: the process running the trial gets SIGKILL right after its second
     checkpoint (step 6) is on disk, while training on."""
-    straight_run(tmp_path / "straight")
     killed = tmp_path / "killed"
     code = (
         "import os, signal, sys\n"
@@ -122,7 +128,7 @@ def test_a_worker_sigkilled_mid_trial_resumes_with_the_uninterrupted_losses(tmp_
 
     metrics = run_unit(payload(), str(killed), "s")
     assert metrics["resumed_from"] == 6
-    same_losses(tmp_path / "straight", killed)
+    same_losses(straight, killed)
     assert checkpoint_files(killed) == []
 
 
@@ -175,8 +181,7 @@ def damage_not_a_state(path: Path, other: Path) -> None:
 @pytest.mark.parametrize("damage", [damage_truncated, damage_garbage, damage_empty,
                                     damage_foreign_trial, damage_not_a_state])
 def test_a_damaged_checkpoint_is_ignored_and_the_trial_starts_from_step_0(
-        tmp_path, monkeypatch, damage):
-    straight_run(tmp_path / "straight")
+        tmp_path, monkeypatch, damage, straight):
     other = {**CONFIG, "train": {**CONFIG["train"], "lr": 0.02}}
     root = tmp_path / "damaged"
     for config in (other, CONFIG):  # a checkpoint of each, left by killed attempts
@@ -193,7 +198,7 @@ def test_a_damaged_checkpoint_is_ignored_and_the_trial_starts_from_step_0(
         metrics = run_unit(payload(), str(root), "s")
     assert metrics["resumed_from"] is None
     assert any("checkpoint" in str(w.message) for w in caught)
-    same_losses(tmp_path / "straight", root)
+    same_losses(straight, root)
     assert not mine.exists()
 
 

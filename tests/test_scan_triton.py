@@ -345,20 +345,42 @@ def _has_nvidia_backend() -> bool:
     return "nvidia" in getattr(triton.backends, "backends", {})
 
 
+HOPPER_DTYPES = ["bf16", "fp32"]
+
+
+@pytest.fixture(scope="module")
+def hopper_compiles(tmp_path_factory):
+    """`triton_compile_check --arch 90` of each dtype, all started at once: each is a fresh
+    process (this one builds interpreted kernels) whose compiler runs on one core, so on a
+    machine of two cores or more they run side by side. dtype -> (process, stdout, stderr)."""
+    folder = tmp_path_factory.mktemp("hopper")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    runs = {}
+    for dtype in HOPPER_DTYPES:
+        out, err = folder / f"{dtype}.out", folder / f"{dtype}.err"
+        with out.open("wb") as o, err.open("wb") as e:
+            proc = subprocess.Popen([sys.executable, "-m", "mutransfer.ops.triton_compile_check",
+                                     "--arch", "90", "--dtype", dtype], stdout=o, stderr=e,
+                                    env=env)
+        runs[dtype] = (proc, out, err)
+    yield runs
+    for proc, _, _ in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_nvidia_backend(), reason="triton build without the CUDA backend")
-@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
-def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype):
+@pytest.mark.parametrize("dtype", HOPPER_DTYPES)
+def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype, hopper_compiles):
     """What the interpreter cannot check: the compiler accepts every kernel for sm_90 (no GPU
     needed; a fresh process, since this one builds interpreted kernels), and at the default
     launch sizes none uses shared memory and none spills inside its loop over state indices
     (the design's point; the backward spills a few values per chunk outside it)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-m", "mutransfer.ops.triton_compile_check", "--arch", "90",
-         "--dtype", dtype], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    proc, out, err = hopper_compiles[dtype]
+    assert proc.wait(timeout=300) == 0, err.read_text()[-2000:]
+    lines = out.read_text().splitlines()
     heads = [i for i, ln in enumerate(lines) if ": sm_90 cubin" in ln]
     assert [lines[i].split(":")[0] for i in heads] == [
         "scan_fwd_kernel", "scan_fwd_kernel[ENDS_ONLY]", "scan_bwd_carry_kernel",

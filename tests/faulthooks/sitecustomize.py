@@ -1,9 +1,16 @@
-"""Fault injection for tests/test_trial_loop_ray.py, loaded by every Python process that has
-this folder on PYTHONPATH (Ray's workers too) and acting only where RESUME_MARKS is set.
+"""Fault injection for the Ray tests, loaded by every Python process that has this folder on
+PYTHONPATH (Ray's workers too) and acting only where its variable is set.
 
-When mutransfer.results.checkpoints is imported, TrialCheckpoint is wrapped: the first save
-in the run (none recorded in RESUME_MARKS yet) SIGKILLs its own process right after the file
-is written, and every load that returns a state leaves `resumed-<step>` in RESUME_MARKS.
+When mutransfer.results.checkpoints is imported, TrialCheckpoint is wrapped:
+
+- RESUME_MARKS=DIR (tests/test_trial_loop_ray.py): the first save in the run (none recorded
+  in DIR yet) SIGKILLs its own process right after the file is written, and every load that
+  returns a state leaves `resumed-<step>` in DIR.
+- TRIAL_GATE=DIR (tests/gate.py): while DIR/hold exists and DIR/open does not, a trial
+  offering its state at an eval point (it has stored its first step rows: it is mid-trial)
+  leaves `held-<pid>` in DIR and waits there until DIR/open appears. A test holds the
+  trials it wants to catch running, does its fault, then opens the gate; short trials
+  then finish at once.
 """
 
 from __future__ import annotations
@@ -13,14 +20,14 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 TARGET = "mutransfer.results.checkpoints"
+GATE_POLL_S = 0.05
 
 
-def _patch(module) -> None:
-    marks = Path(os.environ["RESUME_MARKS"])
-    cls = module.TrialCheckpoint
+def _kill_after_first_save(cls, marks: Path) -> None:
     save, load = cls.save, cls.load
 
     def save_then_die(self, state):
@@ -37,6 +44,28 @@ def _patch(module) -> None:
         return state
 
     cls.save, cls.load = save_then_die, load_and_mark
+
+
+def _hold_at_the_gate(cls, gate: Path) -> None:
+    save = cls.save
+
+    def wait_then_save(self, state):
+        if (gate / "hold").exists() and not (gate / "open").exists():
+            mark = gate / f"held-{os.getpid()}"
+            mark.with_suffix(".tmp").write_text(self.trial_id)
+            mark.with_suffix(".tmp").replace(mark)  # whole when seen
+            while not (gate / "open").exists():
+                time.sleep(GATE_POLL_S)
+        return save(self, state)
+
+    cls.save = wait_then_save
+
+
+def _patch(module) -> None:
+    if os.environ.get("RESUME_MARKS"):
+        _kill_after_first_save(module.TrialCheckpoint, Path(os.environ["RESUME_MARKS"]))
+    if os.environ.get("TRIAL_GATE"):
+        _hold_at_the_gate(module.TrialCheckpoint, Path(os.environ["TRIAL_GATE"]))
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -58,5 +87,5 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-if os.environ.get("RESUME_MARKS"):
+if os.environ.get("RESUME_MARKS") or os.environ.get("TRIAL_GATE"):
     sys.meta_path.insert(0, _Finder())
