@@ -34,13 +34,16 @@ def discretize(x, dt, A, dt_bias=None, dt_softplus=True):
 
 
 def ssd_core(X, a, B, C, backend: str = "chunked", chunk_size: int = 64):
-    """The SSD of discretised inputs by one of the pure-PyTorch backends."""
+    """The SSD of discretised inputs by one of the pure-PyTorch backends. The log decays `a`
+    and their sums stay in float32 at least (X may be bf16 under autocast), as the reference
+    keeps dA_cumsum in float32; y comes back in X's dtype."""
+    a = a.to(torch.promote_types(a.dtype, X.dtype))
     if backend == "chunked":
-        return ssd_chunked(X, a.to(X.dtype), B, C, chunk_size)
+        return ssd_chunked(X, a, B, C, chunk_size).to(X.dtype)
     if backend == "reference":
-        return ssd_sequential(X, a.to(X.dtype), B, C)
+        return ssd_sequential(X, a, B, C).to(X.dtype)
     if backend == "quadratic":
-        return ssd_quadratic(X, a.to(X.dtype), B, C)
+        return ssd_quadratic(X, a, B, C).to(X.dtype)
     raise UserError(f"unknown SSD backend {backend!r}; known: {', '.join(SSD_BACKENDS)}")
 
 
