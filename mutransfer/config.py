@@ -10,16 +10,16 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from mutransfer.configbase import StrictModel, cooldown_steps
 from mutransfer.data.config import DataConfig
 from mutransfer.param.config import ParamConfig, Role
-from mutransfer.ssm_config import DtInit, ImagInit, S4DOptions
+from mutransfer.ssm_config import DtInit, ImagInit, Mamba2Options, S4DOptions
 
-BUILTIN_ARCHS = ("mamba", "s4d")
+BUILTIN_ARCHS = ("mamba", "mamba2", "s4d")
 FACTORY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
                              r":[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ModelConfig(StrictModel):
     arch: str = Field("mamba", description=(
-        "mamba, s4d, or any model: package.module:factory, called as factory(width, "
+        "mamba, mamba2, s4d, or any model: package.module:factory, called as factory(width, "
         "**options) (and vocab_size= when it takes one); see docs/models.md"))
     options: dict[str, Any] = Field({}, description=(
         "keyword arguments of a `package.module:factory` arch (not used by mamba and s4d)"))
@@ -49,6 +49,7 @@ class ModelConfig(StrictModel):
     keep_nonpositive: bool = False  # clamp Re(A) <= 0 during training
     imag_init: ImagInit = ImagInit()
     s4d: S4DOptions = S4DOptions()
+    mamba2: Mamba2Options = Mamba2Options()
 
     @field_validator("arch")
     @classmethod
@@ -60,7 +61,7 @@ class ModelConfig(StrictModel):
 
     @property
     def builtin(self) -> bool:
-        """mamba or s4d (the package's own models), not a user factory."""
+        """mamba, mamba2 or s4d (the package's own models), not a user factory."""
         return self.arch in BUILTIN_ARCHS
 
     @model_validator(mode="after")
@@ -71,6 +72,23 @@ class ModelConfig(StrictModel):
         if self.builtin and self.loss == "custom":
             raise ValueError(f"loss: custom is for a package.module:factory arch; {self.arch} "
                              "returns logits")
+        return self
+
+    @model_validator(mode="after")
+    def _mamba2_fields(self) -> ModelConfig:
+        if self.arch != "mamba2":
+            return self
+        m2 = self.mamba2
+        if m2.A_init_min > m2.A_init_max:
+            raise ValueError(f"mamba2.A_init_min ({m2.A_init_min}) is above A_init_max "
+                             f"({m2.A_init_max})")
+        if self.scan_backend == "triton":
+            raise ValueError("scan_backend triton has no SSD kernel for arch mamba2; use auto, "
+                             "chunked, reference or mamba_ssm")
+        if self.dt_init.scheme != "log_uniform" or self.zero_real_fraction > 0:
+            raise ValueError("dt_init autocorr and zero_real_fraction are not implemented for "
+                             "arch mamba2 (its A and Δ are per head)")
+        mamba2_layout(self, self.base_width)
         return self
 
     @model_validator(mode="after")
@@ -199,4 +217,25 @@ class TrialConfig(StrictModel):
         if self.width < self.model.base_width:
             raise ValueError(
                 f"width {self.width} is below model.base_width {self.model.base_width}")
+        if self.model.arch == "mamba2":
+            mamba2_layout(self.model, self.width)
         return self
+
+
+def mamba2_layout(m: ModelConfig, width: int) -> tuple[int, int]:
+    """(nheads, head dim) of arch mamba2 at `width` (as models/mamba2.py `head_layout`);
+    ValueError, one line naming the fields, when headdim or ngroups do not divide."""
+    o = m.mamba2
+    d_inner, base_inner = m.expand * width, m.expand * m.base_width
+    if base_inner % o.headdim:
+        raise ValueError(f"mamba2.headdim {o.headdim} does not divide d_inner {base_inner} "
+                         f"(expand {m.expand} x base_width {m.base_width})")
+    nheads = d_inner // o.headdim if o.widen == "heads" else base_inner // o.headdim
+    if d_inner % nheads or (o.widen == "heads" and d_inner % o.headdim):
+        what = f"headdim {o.headdim}" if o.widen == "heads" else f"{nheads} heads (widen headdim)"
+        raise ValueError(f"mamba2: {what} does not divide d_inner {d_inner} (expand {m.expand} "
+                         f"x width {width})")
+    if nheads % o.ngroups:
+        raise ValueError(f"mamba2.ngroups {o.ngroups} does not divide the {nheads} heads at "
+                         f"width {width}")
+    return nheads, d_inner // nheads

@@ -68,3 +68,20 @@ class S4DOptions(StrictModel):
     discretization: Literal["zoh", "bilinear"] = "zoh"
     output: Literal["glu", "gated"] = "glu"
     ssm_roles: Literal["vector", "ssm"] = "vector"
+
+
+class Mamba2Options(StrictModel):
+    """The Mamba-2 (SSD) mixer (mutransfer/models/mamba2.py); d_state, expand, d_conv, dt_min,
+    dt_max and dt_init_floor are the model's own fields, shared with mamba.
+
+    widen: heads (the reference: head dim fixed at `headdim`, the number of heads grows with
+    the width) or headdim (the number of heads fixed at the base width's, base d_inner /
+    headdim; the head dim grows). `headdim` is the head dim at the base width in both.
+    """
+
+    headdim: int = Field(64, ge=1)
+    ngroups: int = Field(1, ge=1)
+    widen: Literal["heads", "headdim"] = "heads"
+    chunk_size: int = Field(64, ge=1)
+    A_init_min: float = Field(1.0, gt=0)
+    A_init_max: float = Field(16.0, gt=0)

@@ -32,6 +32,8 @@ def shape(config: dict, vocab: int) -> Shape:
     (32, {"model": {"tie_embeddings": False}}), (32, {"param": {"name": "mup_ssm"}}),
     (32, {"model": {"arch": "s4d", "d_state": 8}}),
     (32, {"model": {"arch": "s4d", "d_state": 8, "s4d": {"output": "gated"}}}),
+    (48, {"model": {"arch": "mamba2", "d_state": 8, "mamba2": {"headdim": 8, "ngroups": 2}}}),
+    (64, {"model": {"arch": "mamba2", "mamba2": {"headdim": 8, "widen": "headdim"}}}),
 ])
 def test_parameter_counts_are_the_built_models(width, extra):
     config, spec = trial(width, vocab=300, **extra)

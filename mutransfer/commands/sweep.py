@@ -101,10 +101,11 @@ def probe_factories(path: str) -> None:
     """A `package.module:factory` arch is imported and its model probed at the smallest and
     largest width before any trial starts (one line, exit 2, on a bad factory); the sweep runs
     its code anyway."""
+    from mutransfer.config import BUILTIN_ARCHS
     from mutransfer.configbase import read_yaml
 
     model = read_yaml(path).get("model") if isinstance(path, str) else None
-    if not isinstance(model, dict) or str(model.get("arch", "mamba")) in ("mamba", "s4d"):
+    if not isinstance(model, dict) or str(model.get("arch", "mamba")) in BUILTIN_ARCHS:
         return  # nothing to import (a malformed file: the sweep's own check says why)
     from mutransfer.commands.options import factory_note
     from mutransfer.sweep.run.driver import prepare

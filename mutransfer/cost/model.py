@@ -57,19 +57,24 @@ class Shape:
     steps: int
     eval_every: int
     eval_batches: int
+    nheads: int = 0  # mamba2: heads and groups at this width (0 for the other archs)
+    ngroups: int = 1
+    chunk: int = 64
 
     @classmethod
     def of(cls, config: dict[str, Any], vocab: int | None, input_dim: int | None = None,
            output_dim: int | None = None) -> Shape:
-        from mutransfer.config import TrialConfig
+        from mutransfer.config import TrialConfig, mamba2_layout
 
         c = TrialConfig.model_validate(config)
         m, t = c.model, c.train
         out = output_dim if output_dim is not None else (vocab or 1)
+        heads = mamba2_layout(m, c.width)[0] if m.arch == "mamba2" else 0
         return cls(m.arch, c.width, m.n_layer, m.d_state, m.expand, m.d_conv,
                    m.tie_embeddings and vocab is not None and out == vocab, vocab, input_dim,
                    out, t.batch_size, t.seq_len, t.optimizer, t.momentum, m.s4d.output,
-                   t.total_steps, t.eval_every, t.eval_batches)
+                   t.total_steps, t.eval_every, t.eval_batches, heads, m.mamba2.ngroups,
+                   m.mamba2.chunk_size)
 
     @property
     def d_inner(self) -> int:
@@ -88,6 +93,10 @@ class Shape:
 
 def mixer_params(s: Shape) -> int:
     d, e, n, r, k = s.width, s.d_inner, s.d_state, s.dt_rank, s.d_conv
+    if s.arch == "mamba2":
+        gn, h = s.ngroups * n, s.nheads
+        return (d * (2 * e + 2 * gn + h) + (e + 2 * gn) * (k + 1)  # in_proj, conv
+                + 3 * h + e + e * d)  # dt_bias, A_log, D, the gated norm, out_proj
     if s.arch == "mamba":
         return (d * 2 * e + e * k + e + e * (r + 2 * n) + r * e + e + e * d  # matmuls, conv
                 + e * n + e)  # A_log, D
@@ -109,6 +118,8 @@ def matmul_params(s: Shape) -> int:
     d, e, n, r = s.width, s.d_inner, s.d_state, s.dt_rank
     if s.arch == "mamba":
         layer = d * 2 * e + e * (r + 2 * n) + r * e + e * d
+    elif s.arch == "mamba2":
+        layer = d * (2 * e + 2 * s.ngroups * n + s.nheads) + e * d
     else:
         layer = d * 2 * d if s.s4d_output == "glu" else 2 * d * d
     readout = d * s.output_dim
@@ -127,6 +138,8 @@ def optimizer_state_bytes(s: Shape, params: int) -> int:
 def layer_activation_bytes(s: Shape, regime: Regime) -> float:
     """Bytes kept for the backward per token by one block (norm + mixer)."""
     d, e, n, r, L, k = s.width, s.d_inner, s.d_state, s.dt_rank, s.seq_len, s.d_conv
+    if s.arch == "mamba2":
+        return _mamba2_layer_bytes(s)
     if s.arch != "mamba":
         return _s4d_layer_bytes(s, regime)
     if regime == "cpu":
@@ -150,6 +163,23 @@ def layer_activation_bytes(s: Shape, regime: Regime) -> float:
             + 4 * 2 * n  # B and C copied to float32
             + 4 * n * e / TRITON_CKPT_STEPS  # the scan's checkpoints
             + 2 * e)  # the scan's output: out_proj's input
+
+
+def _mamba2_layer_bytes(s: Shape) -> float:
+    """Mamba-2 with the chunked SSD (float32, either regime): norm, in_proj's outputs, the
+    conv's padded output and its SiLU, Δ, the chunk's C·B scores and decays (Q per token and
+    head), the states entering each chunk, y + D·x, the gated norm and out_proj's input; an
+    estimate (no test pins it)."""
+    d, e, n, k, h, q = s.width, s.d_inner, s.d_state, s.d_conv, s.nheads, s.chunk
+    xbc = e + 2 * s.ngroups * n
+    elems = (3 * d + 1 + 2 * e + 2 * s.ngroups * n + h  # norm; in_proj's outputs
+             + 2 * xbc * (s.seq_len + k - 1) / s.seq_len  # the conv's padded output, SiLU
+             + 3 * h + 2 * e  # Δ, A·Δ and their cumulative sums; x·Δ
+             + 3 * q * h  # the scores, decays and their product within a chunk
+             + 2 * e * n / q  # the state entering each chunk and each chunk's own
+             + 2 * e  # y + D·x, y·SiLU(z)
+             + 2 * e)  # the gated norm's output: out_proj's input
+    return 4 * elems
 
 
 def _s4d_layer_bytes(s: Shape, regime: Regime) -> float:
@@ -193,10 +223,21 @@ def forward_flops_per_token(s: Shape) -> float:
     flops = 2.0 * matmul_params(s)
     if s.arch == "mamba":
         flops += s.n_layer * (2 * s.d_conv * s.d_inner + SCAN_FLOPS * s.d_inner * s.d_state)
+    elif s.arch == "mamba2":
+        flops += s.n_layer * (2 * s.d_conv * (s.d_inner + 2 * s.ngroups * s.d_state)
+                              + ssd_flops_per_token(s))
     else:  # FFT convolution of length 2L: ~ 2 rfft + 1 irfft, 5 N log2 N each, per channel
         n = 2 * s.seq_len
         flops += s.n_layer * s.width * 3 * 5 * n * math.log2(n) / s.seq_len
     return flops
+
+
+def ssd_flops_per_token(s: Shape) -> float:
+    """The chunked SSD per token (ops/ssd_chunked.py), 2 per multiply-add: C·B within the
+    chunk (Q·N per group), the scores times x (Q·P per head), each chunk's state and the
+    entering state's read-out (2·P·N per head)."""
+    q, n, p = min(s.chunk, s.seq_len), s.d_state, s.d_inner // max(1, s.nheads)
+    return 2.0 * (s.ngroups * q * n + s.nheads * (q * p + 2 * p * n))
 
 
 def train_flops_per_token(s: Shape) -> float:

@@ -1,5 +1,5 @@
 """The package's own models: the Mamba and S4D mixers and the language model around them,
-which the seam (mutransfer/models/factory.py) builds for `model.arch` mamba and s4d."""
+which the seam (mutransfer/models/factory.py) builds for `model.arch` mamba, mamba2 and s4d."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from mutransfer.models.lm import SequenceModel
 from mutransfer.models.mamba import MambaMixer
+from mutransfer.models.mamba2 import Mamba2Mixer
 
 
 def make_mixer_factory(cfg, width: int):
@@ -23,6 +24,17 @@ def make_mixer_factory(cfg, width: int):
                               dt_max=mc.dt_max, dt_init_floor=mc.dt_init_floor,
                               scan_backend=backend, layer_idx=i)
         return make
+    if mc.arch == "mamba2":
+        o = mc.mamba2
+
+        def make(i: int) -> nn.Module:
+            return Mamba2Mixer(width, mc.base_width, d_state=d_state, d_conv=mc.d_conv,
+                               expand=mc.expand, headdim=o.headdim, ngroups=o.ngroups,
+                               widen=o.widen, A_init_range=(o.A_init_min, o.A_init_max),
+                               dt_min=mc.dt_min, dt_max=mc.dt_max,
+                               dt_init_floor=mc.dt_init_floor, chunk_size=o.chunk_size,
+                               n_layer=mc.n_layer, scan_backend=backend, layer_idx=i)
+        return make
     if mc.arch == "s4d":
         from mutransfer.models.s4d import S4DMixer
 
@@ -33,7 +45,7 @@ def make_mixer_factory(cfg, width: int):
 
 
 def sequence_model(cfg, spec, width: int) -> SequenceModel:
-    """The built-in language model (`cfg.model.arch` mamba or s4d) at `width`, at the
+    """The built-in language model (`cfg.model.arch` mamba, mamba2 or s4d) at `width`, at the
     reference init (no parameterization yet)."""
     tokens = spec.kind == "tokens"
     return SequenceModel(
@@ -46,5 +58,5 @@ def sequence_model(cfg, spec, width: int) -> SequenceModel:
 
 
 def builtin_factory(cfg, spec) -> Callable[[int], nn.Module]:
-    """width -> the package's Mamba or S4D language model for `spec`'s data."""
+    """width -> the package's Mamba, Mamba-2 or S4D language model for `spec`'s data."""
     return lambda width: sequence_model(cfg, spec, width)
