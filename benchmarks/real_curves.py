@@ -64,10 +64,10 @@ def new_answers(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     lr_opt, _ = optimum_tables(optima, prep.group_cols)
     drift = drift_table(lr_opt, optima, prep.family_cols)
     opt = pd.DataFrame({
-        "parameterization": lr_opt["parameterization"], "width": lr_opt["width"],
+        "width": lr_opt["width"],
         "log2_opt": np.log2(lr_opt["lr_opt"]), "log2_lo": np.log2(lr_opt["ci_low"]),
         "log2_hi": np.log2(lr_opt["ci_high"]), "edge": lr_opt["edge"]})
-    dr = pd.DataFrame({"parameterization": drift["parameterization"], "slope": drift["slope"],
+    dr = pd.DataFrame({"slope": drift["slope"],
                        "lo": drift["ci_low"], "hi": drift["ci_high"],
                        "edge": drift["n_edge"] > 0})
     return opt, dr
@@ -77,7 +77,21 @@ def old_answers(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return old.answers(prepare(trials, resolve(trials, None, None, {})))
 
 
-ESTIMATORS = {"new": new_answers, "eb4c8ec": old_answers}
+def per_parameterization(f):
+    """f on each parameterization's trials alone (a family never spans two), so a store
+    holding one parameterization reads the same (it is then no axis of the analysis)."""
+    def run(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        opts, drifts = [], []
+        for p, sub in trials.groupby("parameterization"):
+            opt, dr = f(sub)
+            opts.append(opt.assign(parameterization=p))
+            drifts.append(dr.assign(parameterization=p))
+        return pd.concat(opts, ignore_index=True), pd.concat(drifts, ignore_index=True)
+    return run
+
+
+ESTIMATORS = {"new": per_parameterization(new_answers),
+              "eb4c8ec": per_parameterization(old_answers)}
 
 
 def sub_grids(trials: pd.DataFrame):
@@ -100,15 +114,16 @@ def sub_grids(trials: pd.DataFrame):
                 yield name, wname, off, seeds, trials[keep]
 
 
-def complete_cells(trials: pd.DataFrame) -> pd.DataFrame:
-    """The (parameterization, width) groups that every seed ran at every LR (a store still
-    being filled holds some that are not)."""
+def complete_cells(trials: pd.DataFrame, min_lrs: int = 9) -> pd.DataFrame:
+    """The LRs that every seed ran (the pilot's LRs outside the dense window have two seeds),
+    in the (parameterization, width) groups that have at least `min_lrs` of them (a store
+    still being filled holds some that have not)."""
     n_seeds = trials["seed"].nunique()
-    keep = trials.groupby(["parameterization", "width"]).apply(
-        lambda g: bool((g.groupby("lr")["seed"].nunique() == n_seeds).all()),
-        include_groups=False)
-    cells = set(keep[keep].index)
-    return trials[[(p, w) in cells for p, w in zip(trials["parameterization"], trials["width"])]]
+    keys = ["parameterization", "width", "lr"]
+    full = trials.groupby(keys)["seed"].transform("nunique") == n_seeds
+    trials = trials[full]
+    n_lrs = trials.groupby(["parameterization", "width"])["lr"].transform("nunique")
+    return trials[n_lrs >= min_lrs]
 
 
 def span_of(trials: pd.DataFrame) -> pd.DataFrame:

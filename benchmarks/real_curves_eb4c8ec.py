@@ -143,7 +143,7 @@ def answers(prep: Prepared) -> tuple[pd.DataFrame, pd.DataFrame]:
                      **group_answer(group, key, grids.get(key[:-1]))})
     opt = pd.DataFrame(rows)
     drift = []
-    for fam_key, fam in opt.groupby(prep.family_cols, sort=True):
+    for fam_key, fam in opt.groupby(prep.family_cols or (lambda _: 0), sort=True):
         fam = fam.sort_values("width")
         x = np.log2(fam["width"].to_numpy(float))
         xc = (x - x.mean()) / ((x - x.mean())**2).sum()

@@ -34,7 +34,7 @@ from mutransfer.analysis_defaults import FIT_WINDOW
 # the asymmetry's prior N(K_PRIOR_MEAN, K_PRIOR_SD^2) where each point's variance is known: the
 # dense real curves' k (quickstart model, sp and mup_ssm at widths 64 and 256) is 0.13-0.55
 K_PRIOR_MEAN = 0.35
-K_PRIOR_SD = 1.0
+K_PRIOR_SD = 0.5
 WINDOW_STEPS = 2.5   # the window: this many grid steps (grid_window) ...
 WINDOW_MIN = 1.5     # ... and at least this many octaves
 K_MAX = 4.0          # |k| at most: a rise e^4 ~ 55x steeper one octave up than a parabola's

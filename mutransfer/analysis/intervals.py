@@ -47,6 +47,10 @@ LEVEL = 0.95
 # octave apart (mup_ssm, width 256: an LR 0.1 nats below the curve in every seed, which the
 # seeds' scatter cannot see and a 5-point window cannot tell from the curve), sd ~0.1 octave
 GRID_SD = 0.1
+# ... and no less than at this step (octaves): an LR's own effect is a bump of its own width, so
+# a denser grid samples it more often but the fit still sees it (the quarter-octave grid of that
+# sweep alone put lr* 0.2 octave from the one-octave grid's offset 0.25)
+GRID_STEP_FLOOR = 0.5
 
 
 @dataclass
@@ -113,8 +117,8 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
 
 def grid_sd(step: float) -> float:
     """sd of lr* over the placements of a grid of this step (octaves): GRID_SD per octave of
-    step; 0 where the step is unknown."""
-    return GRID_SD * step if np.isfinite(step) else 0.0
+    step, the step taken at least GRID_STEP_FLOOR; 0 where the step is unknown."""
+    return GRID_SD * max(step, GRID_STEP_FLOOR) if np.isfinite(step) else 0.0
 
 
 @dataclass

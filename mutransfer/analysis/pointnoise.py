@@ -4,7 +4,8 @@ Real seeds scatter far more at some LRs than at others: near the stability edge 
 above the optimum their final losses spread several times wider than at the optimum (on the
 dense quickstart stores, 9x at 2^-4.75 for sp width 64). A fit that weights every LR alike lets
 such an LR set the curve's shape, and with it lr*. So each usable LR j gets the sample
-variance s2_j of its seeds' losses there (n_j - 1 degrees of freedom), which with few seeds is
+variance s2_j of its seeds' seed-adjusted losses there (cells.py; n_j - 1 degrees of freedom),
+which with few seeds is
 itself very noisy (two seeds: one degree of freedom, a chi-square that is below a tenth of its
 mean one time in four). It is shrunk toward a smooth model of log variance against the
 distance from the argmin, one slope below and one above (the scatter grows away from the
@@ -31,16 +32,21 @@ MIN_MODEL_LRS = 4   # LRs with a scatter needed to fit the model's two slopes (e
 VAR_FLOOR = 1e-12   # loss^2: a floor for a seed scatter of exactly zero (identical losses)
 
 
+def seed_residuals(arr: SeedLrArrays, stats: CellStats, usable: np.ndarray) -> np.ndarray:
+    """(S, L) each seed's loss minus its offset minus the cell mean, NaN where it has none."""
+    r = arr.seed_mean - stats.offsets[0][:, None] - stats.mean_loss[0][None, :]
+    return np.where(usable[None, :] & (arr.n_loss > 0), r, np.nan)
+
+
 def seed_scatter(arr: SeedLrArrays, stats: CellStats) -> tuple[np.ndarray, np.ndarray]:
-    """((L,) variance of one seed's loss at each usable LR, (L,) its degrees of freedom): the
-    plain sample variance of the seeds' losses there. Not about the seed-adjusted mean: the
-    seed offsets are fitted over every trained LR, the noisiest included, and on the dense
-    quickstart sweep (mup_ssm, width 256) they put 0.03 nats of scatter at LRs where the seeds
-    agree to 0.008."""
+    """((L,) variance of one seed's loss at each usable LR about the seed-adjusted mean (a
+    seed that runs high everywhere is not noise), (L,) its degrees of freedom)."""
     usable = stats.usable[0]
-    n = stats.n_loss[0]
-    df = np.where(usable, np.maximum(n - 1, 0), 0).astype(float)
-    s2 = np.where(df > 0, stats.std_loss[0] ** 2, np.nan)
+    r = seed_residuals(arr, stats, usable)
+    n = np.isfinite(r).sum(axis=0)
+    df = np.maximum(n - 1, 0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s2 = np.where(df > 0, np.nansum(r * r, axis=0) / df, np.nan)
     return s2, df
 
 
