@@ -38,7 +38,8 @@ def test_depth_is_a_default_scale_axis_and_the_law_recovers_the_planted_exponent
                         ("intercept", -8 + 6 - B_DEPTH * 1)):
         lo, est, hi = coef.loc[term, ["ci_low", "estimate", "ci_high"]]
         assert lo < truth < hi, (term, lo, est, hi)
-        assert hi - lo < 0.5
+        # each optimum also carries where a one-octave grid sits (intervals.GRID_SD)
+        assert hi - lo < 1.0
     assert (coef["method"] == "wls").all() and (coef["n_points"] == 12).all()
     # the noise is pooled over all 12 scale points: 12 x (3 seeds - 1) df
     assert (coef["df"] == 24).all()

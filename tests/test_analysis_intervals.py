@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.interval_coverage import SEED_SHIFT_SD, measure, planted_trials
 from mutransfer.analysis import analyze
+from mutransfer.analysis.intervals import grid_sd
 from mutransfer.results.store import Tables
 from tests.sweeps import LR_GRID, MUP, SP
 from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
@@ -40,12 +41,14 @@ def test_two_seeds_pool_their_spread_over_the_widths(tmp_path):
 
 def test_a_seed_specific_optimum_widens_the_interval_to_its_size(tmp_path):
     """Seeds whose whole curve sits left or right: each point barely moves, every point of a
-    seed moves together. The interval sees it: s.e. = 0.25 / sqrt(8) octave for 8 seeds."""
+    seed moves together. The interval sees it: its seeds' part of the s.e. is 0.25 / sqrt(8)
+    octave for 8 seeds (beside the grid's placement, the same for every grid of this step)."""
     rng = np.random.default_rng(0)
     trials, _ = planted_trials(1, 8, 21, "sym", "seedopt", "inside", rng)
     a = analyze("seedopt", tables=Tables(trials, pd.DataFrame()))
     assert (a.lr_opt.ci_df == 3 * 7).all()
-    assert a.lr_opt.se_log2.mean() == pytest.approx(SEED_SHIFT_SD / np.sqrt(8), rel=0.3)
+    seeds_part = np.sqrt(a.lr_opt.se_log2**2 - grid_sd(0.25) ** 2)
+    assert seeds_part.mean() == pytest.approx(SEED_SHIFT_SD / np.sqrt(8), rel=0.3)
 
 
 def test_a_seed_running_high_everywhere_is_not_noise(tmp_path):
@@ -118,7 +121,9 @@ def test_the_ols_interval_carries_its_t_quantile_and_df(tmp_path):
 def test_95_percent_intervals_cover_the_planted_truth(curve, noise):
     """A slice of benchmarks/interval_coverage.py: curves rising 2-5x faster above the
     optimum, noise growing away from it or seed-specific optima, two seeds, a half-octave
-    grid: lr* and drift intervals hold the truth about 95% of the time."""
+    grid: lr* and drift intervals hold the truth at least about 95% of the time. Planted
+    curves are smooth: they lack the LR effects of real ones that the grid's placement term
+    (intervals.GRID_SD, measured on real curves) covers, so here it errs wide (0.98, 0.996)."""
     row = measure(300, 2, 11, curve, noise, "inside", rng_seed=7)
-    assert 0.92 <= row["lr_cov"] <= 0.98
-    assert 0.91 <= row["drift_cov"] <= 0.99
+    assert 0.92 <= row["lr_cov"] <= 0.99
+    assert 0.91 <= row["drift_cov"] <= 1.0

@@ -31,7 +31,12 @@ import numpy as np
 
 from mutransfer.analysis_defaults import FIT_WINDOW
 
-K_PRIOR_SD = 2.0     # sd of the shape's prior N(0, 2^2) where noise hides it
+# the asymmetry's prior N(K_PRIOR_MEAN, K_PRIOR_SD^2) where each point's variance is known: the
+# dense real curves' k (quickstart model, sp and mup_ssm at widths 64 and 256) is 0.13-0.55
+K_PRIOR_MEAN = 0.35
+K_PRIOR_SD = 0.5
+WINDOW_STEPS = 2.5   # the window: this many grid steps (grid_window) ...
+WINDOW_MIN = 1.5     # ... and at least this many octaves
 K_MAX = 4.0          # |k| at most: a rise e^4 ~ 55x steeper one octave up than a parabola's
 OUTER_ITERATIONS = 40  # moves of the window; a fixed point is reached in a handful
 INNER_ITERATIONS = 40  # Levenberg-Marquardt steps per window
@@ -127,7 +132,7 @@ def _wrss(x, y, w, params, penalty=None):
         r = np.where(w > 0, np.nan_to_num(y) - model(x, params), 0.0)
         out = (w * r * r).sum(axis=1)
     if penalty is not None:
-        out = out + penalty * params[:, 2] ** 2
+        out = out + penalty * (params[:, 2] - K_PRIOR_MEAN) ** 2
     return out
 
 
@@ -165,7 +170,7 @@ def _levenberg_marquardt(x, y, w, params, free_k, penalty):
         h = np.einsum("blp,blq->bpq", jw, jac)
         g = np.einsum("blp,bl->bp", jw, r)
         h[:, 2, 2] += pen
-        g[:, 2] -= pen * p[:, 2]
+        g[:, 2] -= pen * (p[:, 2] - K_PRIOR_MEAN)
         diag = np.maximum(np.einsum("bpp->bp", h), 1e-12)
         h_damped = h + lam[idx, None, None] * np.eye(4)[None] * diag[:, :, None]
         h_damped[~free_k[idx], 2, 2] = 1.0
@@ -196,28 +201,61 @@ def _shape_is_free(x: np.ndarray, w: np.ndarray, v: np.ndarray) -> np.ndarray:
     return ((w > 0).sum(axis=1) >= 4) & (_sides(x, w, v) >= MIN_SIDE)
 
 
-def _window(x: np.ndarray, valid: np.ndarray, v: np.ndarray, window: float) -> np.ndarray:
-    return np.where(valid, tricube((x[None, :] - v[:, None]) / window), 0.0)
+def _window(x: np.ndarray, valid: np.ndarray, v: np.ndarray, window: np.ndarray) -> np.ndarray:
+    return np.where(valid, tricube((x[None, :] - v[:, None]) / window[:, None]), 0.0)
 
 
-def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, window: float = FIT_WINDOW,
-                noise_var: np.ndarray | None = None) -> OptimumFit:
+def grid_window(log2_lr: np.ndarray, loss: np.ndarray, window: float = FIT_WINDOW) -> np.ndarray:
+    """(B,) the window of each row: WINDOW_STEPS steps of its grid (the median spacing of the
+    LRs it has), at least WINDOW_MIN octaves and at most `window`. Real curves are not linex
+    bowls five octaves wide: a half-octave grid read through +-2.5 octaves moved lr* 0.05-0.09
+    octave with the grid's offset on the dense quickstart sweep, through +-1.5 octaves
+    0.04-0.05; a one-octave grid needs the wider window to have two LRs on each side."""
+    x = np.asarray(log2_lr, dtype=float)
+    out = np.full(len(loss), float(window))
+    for i, row in enumerate(np.asarray(loss, dtype=float)):
+        have = x[np.isfinite(row)]
+        if len(have) > 1:
+            step = float(np.median(np.diff(have)))
+            out[i] = min(window, max(WINDOW_MIN, WINDOW_STEPS * step))
+    return out
+
+
+def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, window: float | np.ndarray = FIT_WINDOW,
+                noise_var: np.ndarray | None = None,
+                point_var: np.ndarray | None = None) -> OptimumFit:
     """Optimal log2 LR of each row of `loss` (B, L) over ascending `log2_lr` (L,).
 
     NaN marks a point that does not count (diverged, or never run). See the module docstring
-    for the model; `window` is W, the half-width of the tricube window in octaves.
+    for the model; `window` is W, the half-width of the tricube window in octaves (one for
+    every row, or (B,): grid_window gives one that follows each row's grid).
+    `point_var` (B, L): the variance of each point (pointnoise.py); each point is then weighted
+    by its inverse times the window, and the asymmetry has its prior N(K_PRIOR_MEAN,
+    K_PRIOR_SD^2) (the weighted residuals are then in units of their variance). Without it,
+    every point weighs alike and `noise_var` (B,), a point's variance, sets the prior's weight
+    (none without either).
     """
     x = np.asarray(log2_lr, dtype=float)
     y = np.asarray(loss, dtype=float)
     b = y.shape[0]
     valid = np.isfinite(y)
+    precision = np.ones(y.shape)
+    penalty = (np.zeros(b) if noise_var is None
+               else np.nan_to_num(np.broadcast_to(noise_var, (b,)) / K_PRIOR_SD**2))
+    if point_var is not None:  # rows whose points all lack a variance weigh alike (one seed)
+        pv = np.broadcast_to(np.asarray(point_var, dtype=float), y.shape)
+        known = np.isfinite(pv) & (pv > 0)
+        rows = known.any(axis=1)
+        valid = np.where(rows[:, None], valid & known, valid)
+        precision = np.where(rows[:, None] & known, 1.0 / np.where(known, pv, 1.0), 1.0)
+        penalty = np.where(rows, 1.0 / K_PRIOR_SD**2, penalty)
+    y = np.where(valid, y, np.nan)
     has_any = valid.any(axis=1)
     argmin = np.where(has_any, np.argmin(np.where(valid, y, np.inf), axis=1), -1)
     v = x[np.maximum(argmin, 0)].astype(float)
     params = np.full((b, 4), np.nan)
-    penalty = (np.zeros(b) if noise_var is None
-               else np.nan_to_num(np.broadcast_to(noise_var, (b,)) / K_PRIOR_SD**2))
-    w = _window(x, valid, v, window)
+    window = np.broadcast_to(np.asarray(window, dtype=float), (b,))
+    w = _window(x, valid, v, window) * precision
     moving = has_any.copy()   # rows still moving their window; each row's path is its own
     for it in range(OUTER_ITERATIONS):
         idx = np.flatnonzero(moving)
@@ -231,11 +269,11 @@ def fit_optimum(log2_lr: np.ndarray, loss: np.ndarray, window: float = FIT_WINDO
         fitted = _levenberg_marquardt(x, y[idx], wi, np.nan_to_num(start),
                                       _shape_is_free(x, wi, vi), penalty[idx])
         fitted[n_in < 3] = np.nan
-        moved = np.clip(fitted[:, 3] - vi, -window / 2, window / 2)
+        moved = np.clip(fitted[:, 3] - vi, -window[idx] / 2, window[idx] / 2)
         new_v = np.where(np.isfinite(moved), vi + moved, vi)
         params[idx] = fitted
         v[idx] = new_v
-        w[idx] = _window(x, valid[idx], new_v, window)
+        w[idx] = _window(x, valid[idx], new_v, window[idx]) * precision[idx]
         moving[idx[~(np.abs(new_v - vi) >= TOL)]] = False
     return _finish(x, y, valid, has_any, argmin, params, w)
 
@@ -295,21 +333,26 @@ def seed_deviations(log2_lr: np.ndarray, seed_loss: np.ndarray, fit: OptimumFit)
     return out
 
 
-def model_variance(log2_lr: np.ndarray, fit: OptimumFit) -> float:
-    """var(v) of one fitted row per unit variance of a point (independent points of equal
-    noise): the weighted fit's sandwich (H^-1 J'W^2J H^-1)_vv."""
+def model_variance(log2_lr: np.ndarray, fit: OptimumFit,
+                   point_var: np.ndarray | None = None) -> float:
+    """var(v) of one fitted row: the weighted fit's sandwich (H^-1 J'W V W J H^-1)_vv, with V
+    the points' variances `point_var` (L,) (per unit variance of a point without)."""
     x = np.asarray(log2_lr, dtype=float)
     if not fit.fitted[0]:
         return float("nan")
     cols = [0, 1, 3] if N_PARAMS[str(fit.shape[0])] == 3 else [0, 1, 2, 3]
     jac = jacobian(x, fit.params[:1])[0][:, cols]
     w = fit.weights[0][:, None]
+    var = np.ones_like(w) if point_var is None else \
+        np.where(w > 0, np.nan_to_num(np.asarray(point_var, float))[:, None], 0.0)
     h = (jac * w).T @ jac
+    if fit.shape[0] == "linex" and point_var is not None:
+        h[2, 2] += 1.0 / K_PRIOR_SD**2  # the prior on k is information too
     try:
         h_inv = np.linalg.inv(h)
     except np.linalg.LinAlgError:
         return float("nan")
-    return float((h_inv @ ((jac * w * w).T @ jac) @ h_inv)[-1, -1])
+    return float((h_inv @ ((jac * w * w * var).T @ jac) @ h_inv)[-1, -1])
 
 
 def residual_variance(log2_lr: np.ndarray, loss: np.ndarray, fit: OptimumFit

@@ -40,8 +40,19 @@ from mutransfer.analysis.fit import (
 from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
-SEEDS, FIT = "seeds", "fit"
+SEEDS, POINTS, FIT = "seeds", "points", "fit"
 LEVEL = 0.95
+# sd of lr* over the placements of one grid, per octave of its step: real curves have LR
+# effects common to all seeds (on the dense quickstart sweep, mup_ssm width 256, one LR 0.1 nats
+# below the curve in every seed put the four one-octave grids' lr* up to 0.30 octave apart),
+# which no seed's scatter shows. 0.2 brings the 3- and 4-seed intervals of the held-out dense
+# store's half-octave grids to 0.974 / 0.975 coverage (0.1: 0.923 / 0.850;
+# benchmarks/real_curves.py)
+GRID_SD = 0.2
+# ... and no less than at this step (octaves): an LR's own effect is a bump of its own width, so
+# a denser grid samples it more often but the fit still sees it (the quarter-octave grid of that
+# sweep alone put lr* 0.2 octave from the one-octave grid's offset 0.25)
+GRID_STEP_FLOOR = 0.5
 
 
 @dataclass
@@ -53,6 +64,10 @@ class Spread:
     rss: float               # weighted residual sum of squares of the mean curve's fit
     rss_scale: float         # rss's expectation per unit noise variance
     df_fit: int              # points in the window - parameters
+    df_points: int = 0       # the seeds' scatter at the window's LRs: sum (seeds - 1), less
+                             # the seed offsets (0 with one seed)
+    tau_var: float = 0.0     # var(log2 lr*) from the LRs' own effects (pointnoise.lack_of_fit)
+    step: float = math.nan   # octaves between the window's LRs (median)
 
     @property
     def n_seeds(self) -> int:
@@ -72,20 +87,40 @@ def seed_pulls(left_out: np.ndarray, linear: np.ndarray) -> np.ndarray:
 
 
 def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
-                 fit: OptimumFit, left_out: np.ndarray) -> Spread:
+                 fit: OptimumFit, left_out: np.ndarray, seed_var: np.ndarray | None = None,
+                 n_loss: np.ndarray | None = None, tau2: float = 0.0) -> Spread:
     """The spread of one group (`fit`: the one-row fit of its mean `curve` (L,);
     `seed_loss` (S, L): each seed's loss at the usable LRs, NaN elsewhere; `left_out` (S,):
-    lr* refitted without each seed)."""
+    lr* refitted without each seed; `seed_var` (L,): the variance of one seed's loss at each
+    LR, pointnoise.py, NaN with one seed; `n_loss` (L,): the seeds that trained there;
+    `tau2`: the variance of each LR's own effect, common to its seeds)."""
     if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
         # one LR on a side of the optimum: where the curve turns there rests on one point
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
     dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
     df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
     rss, scale = residual_variance(log2_lr, curve, fit)
-    model_var = model_variance(log2_lr, fit)
+    has_var = seed_var is not None and bool(np.isfinite(seed_var).any())
+    model_var = model_variance(log2_lr, fit, seed_var if has_var else None)
     if not model_var > 0:  # a singular design (NaN) or round-off: the optimum is not located
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
-    return Spread(dev, model_var, rss, scale, df_fit)
+    inside = fit.weights[0] > 0
+    df_points = 0
+    if has_var and n_loss is not None:
+        df_points = max(int(np.maximum(n_loss[inside] - 1, 0).sum()) - (len(seed_loss) - 1), 0)
+    tau_var = 0.0
+    if has_var and tau2 > 0:
+        tau_var = model_variance(log2_lr, fit, np.full(len(curve), tau2))
+    x_in = np.asarray(log2_lr, float)[inside]
+    step = float(np.median(np.diff(x_in))) if len(x_in) > 1 else math.nan
+    return Spread(dev, model_var, rss, scale, df_fit, df_points,
+                  tau_var if np.isfinite(tau_var) else 0.0, step)
+
+
+def grid_sd(step: float) -> float:
+    """sd of lr* over the placements of a grid of this step (octaves): GRID_SD per octave of
+    step, the step taken at least GRID_STEP_FLOOR; 0 where the step is unknown."""
+    return GRID_SD * max(step, GRID_STEP_FLOOR) if np.isfinite(step) else 0.0
 
 
 @dataclass
@@ -98,13 +133,17 @@ class Noise:
     why: str = ""    # why there is none
 
     def stderr(self, spread: Spread) -> float:
-        """The standard error of one group's log2 lr*, NaN where it has no fitted optimum."""
+        """The standard error of one group's log2 lr*, NaN where it has no fitted optimum:
+        the seeds' noise, and beside it the LRs' own effects (what another placement of the
+        grid would see differently; Spread.tau_var)."""
         if not self.source or not np.isfinite(spread.model_var):
             return math.nan
-        if self.source == SEEDS:
+        if self.source in (SEEDS, POINTS):
             n = spread.n_seeds
-            return math.sqrt(self.var * spread.model_var / n) if n else math.nan
-        return math.sqrt(self.var * spread.model_var)
+            var = self.var * spread.model_var / n if n else math.nan
+        else:
+            var = self.var * spread.model_var
+        return math.sqrt(var + spread.tau_var + grid_sd(spread.step) ** 2)
 
     @property
     def t(self) -> float:
@@ -122,6 +161,10 @@ def family_noise(spreads: list[Spread]) -> Noise:
         # window, how far they reach on each side): the noise is pooled, not the precision
         ss = sum((d**2).sum() / s.model_var for d, s in zip(dev, fitted) if len(d))
         return Noise(SEEDS, float(ss / df), df)
+    df_points = sum(s.df_points for s in fitted)
+    if df_points >= MIN_NOISE_DF:
+        # too few seeds for their pulls: each LR's scatter, the model's variance of v
+        return Noise(POINTS, 1.0, df_points)
     df_fit = sum(max(s.df_fit, 0) for s in fitted)
     if df_fit >= MIN_NOISE_DF and not any(len(d) > 1 for d in dev):
         rss = sum(s.rss for s in fitted if s.df_fit > 0)

@@ -20,9 +20,10 @@ from mutransfer.analysis.cells import (
     cell_stats,
     seed_lr_arrays,
 )
-from mutransfer.analysis.fit import MIN_SIDE, OptimumFit, fit_optimum
+from mutransfer.analysis.fit import MIN_SIDE, OptimumFit, fit_optimum, grid_window
 from mutransfer.analysis.groups import Prepared, as_key
 from mutransfer.analysis.intervals import Noise, Spread, family_noise, group_spread, t_interval
+from mutransfer.analysis.pointnoise import lack_of_fit, point_variance
 from mutransfer.analysis_defaults import FIT_WINDOW
 
 SAMPLED_SEARCHES = ("optuna",)  # searches whose LRs are samples, not points of a shared grid
@@ -39,6 +40,7 @@ class GroupOptimum:
     spread: Spread           # what the group tells of the noise
     edge_side: str = ""      # 'low' | 'high' | 'only' | '' (see edge_of)
     edge_hint: str = ""
+    one_lr_shift: float = math.nan  # octaves: the most leaving one LR out moves lr*
     noise: Noise = field(default_factory=lambda: Noise("", math.nan, 0, "not pooled yet"))
 
     @property
@@ -81,40 +83,93 @@ def seed_curves(arr: SeedLrArrays, stats: CellStats) -> np.ndarray:
     return np.where(stats.usable[0][None, :], arr.seed_mean, np.nan)
 
 
+def seed_variance(arr: SeedLrArrays, stats: CellStats) -> np.ndarray:
+    """(L,) the shrunk variance of one seed's loss at each usable LR (pointnoise.py), centred
+    on the argmin; NaN where unusable or with one seed."""
+    loss = stats.usable_loss[0]
+    if not np.isfinite(loss).any():
+        return np.full(len(loss), np.nan)
+    return point_variance(arr, stats, float(arr.log2_lr[int(np.nanargmin(loss))]))
+
+
 def optima_of(groups: list[tuple[tuple, SeedLrArrays]], window: float) -> list[GroupOptimum]:
     """lr* and the spread of groups that share their LRs, fitted in one call."""
     stats = [cell_stats(arr, all_seeds(arr)) for _, arr in groups]
     curves = np.vstack([st.usable_loss[0] for st in stats])
+    seed_var = np.vstack([seed_variance(arr, st) for (_, arr), st in zip(groups, stats)])
+    n_loss = np.vstack([st.n_loss[0] for st in stats])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_var = seed_var / n_loss
     log2_lr = groups[0][1].log2_lr
-    fits = fit_optimum(log2_lr, curves, window)
-    left_out = leave_one_out(groups, window)
+    window = grid_window(log2_lr, curves, window)
+    first = fit_optimum(log2_lr, curves, window, point_var=mean_var)
+    # each LR's own effect, common to its seeds (pointnoise.lack_of_fit), joins its variance
+    tau2 = np.array([lack_of_fit(log2_lr, curves[i], mean_var[i], first.row(i))
+                     for i in range(len(groups))])
+    point_var = mean_var + tau2[:, None]
+    fits = fit_optimum(log2_lr, curves, window, point_var=point_var)
+    left_out = leave_one_out(groups, window, seed_var, tau2)
+    shifts = one_lr_shifts(log2_lr, curves, point_var, fits, window)
     out = []
     for i, ((key, arr), st) in enumerate(zip(groups, stats)):
         fit = fits.row(i)
-        spread = group_spread(log2_lr, seed_curves(arr, st), curves[i], fit, left_out[i])
+        spread = group_spread(log2_lr, seed_curves(arr, st), curves[i], fit, left_out[i],
+                              seed_var[i], st.n_loss[0], float(tau2[i]))
         side, hint = edge_of(st, fit)
-        out.append(GroupOptimum(key, arr, st, fit, spread, side, hint))
+        out.append(GroupOptimum(key, arr, st, fit, spread, side, hint, float(shifts[i])))
     return out
 
 
-def leave_one_out(groups: list[tuple[tuple, SeedLrArrays]], window: float
-                  ) -> list[np.ndarray]:
+def leave_one_out(groups: list[tuple[tuple, SeedLrArrays]], window: np.ndarray,
+                  seed_var: np.ndarray, tau2: np.ndarray) -> list[np.ndarray]:
     """Per group: (S,) log2 lr* of its curve refitted without each seed (its seed-adjusted
-    mean over the other seeds; NaN where that fit has no optimum, or with one seed)."""
-    rows, owner = [], []
+    mean over the other seeds; NaN where that fit has no optimum, or with one seed). Each
+    point keeps the group's variance model (`seed_var`, per seed, over the seeds left, and
+    the LR effect `tau2`)."""
+    rows, pvar, owner, wins = [], [], [], []
     for i, (_, arr) in enumerate(groups):
         n = len(arr.seeds)
         if n >= 2:
             others = np.array([[t for t in range(n) if t != s] for s in range(n)])
-            rows.append(cell_stats(arr, others).usable_loss)
+            st = cell_stats(arr, others)
+            rows.append(st.usable_loss)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                pvar.append(seed_var[i][None, :] / st.n_loss + tau2[i])
             owner += [i] * n
+            wins += [window[i]] * n
     out = [np.full(len(arr.seeds), np.nan) for _, arr in groups]
     if rows:
-        fits = fit_optimum(groups[0][1].log2_lr, np.vstack(rows), window)
+        fits = fit_optimum(groups[0][1].log2_lr, np.vstack(rows), np.array(wins),
+                           point_var=np.vstack(pvar))
         found = np.where(fits.fitted, fits.log2_lr, np.nan)
         owner = np.array(owner)
         for i in np.unique(owner):
             out[i] = found[owner == i]
+    return out
+
+
+def one_lr_shifts(log2_lr: np.ndarray, curves: np.ndarray, mean_var: np.ndarray,
+                  fits: OptimumFit, window: np.ndarray) -> np.ndarray:
+    """(B,) the largest |move| of each fitted lr* when one LR inside its window is left out
+    and the curve refitted (NaN without a fitted optimum). A refit that then finds no optimum
+    is left out of the maximum (the interval's notes already say when a side is thin)."""
+    rows, pvar, owner = [], [], []
+    for i in np.flatnonzero(fits.fitted):
+        for j in np.flatnonzero(fits.weights[i] > 0):
+            row = curves[i].copy()
+            row[j] = np.nan
+            rows.append(row)
+            pvar.append(mean_var[i])
+            owner.append(i)
+    out = np.full(len(curves), np.nan)
+    if not rows:
+        return out
+    owner = np.array(owner)
+    refit = fit_optimum(log2_lr, np.vstack(rows), window[owner], point_var=np.vstack(pvar))
+    move = np.abs(np.where(refit.fitted, refit.log2_lr, np.nan) - fits.log2_lr[owner])
+    for i in np.unique(owner):
+        m = move[owner == i]
+        out[i] = float(np.nanmax(m)) if np.isfinite(m).any() else math.nan
     return out
 
 
@@ -199,6 +254,9 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
     lo, hi = g.interval_log2()
     partial, not_run = s.partial[0], ~s.run[0]
     notes = [g.edge_hint, interval_note(g)]
+    if np.isfinite(hi - lo) and g.one_lr_shift > (hi - lo) / 2:
+        notes.append(f"one LR moves lr* by {g.one_lr_shift:.2f} octave, more than the "
+                     "interval's half-width: refine the grid around lr*")
     if partial.any():
         notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial)}")
     if not_run.any():
@@ -216,6 +274,8 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "asymmetry": float(g.fit.params[0, 2]) if fitted else np.nan,
         "curvature": float(g.fit.params[0, 1]) if fitted else np.nan,
         "n_fit_points": int(g.fit.n_points[0]) if fitted else 0,
+        "one_lr_shift": g.one_lr_shift,
+        "one_lr_flag": bool(g.one_lr_shift > (hi - lo) / 2) if np.isfinite(hi - lo) else False,
         "lr_argmin": float(arr.lrs[am]) if am >= 0 else np.nan,
         "best_loss": float(s.mean_loss[0, am]) if am >= 0 else np.nan,
         "loss_at_opt": float(g.fit.loss[0]),

@@ -13,6 +13,7 @@ import pandas as pd
 from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import NEEDS_TWO
+from mutransfer.analysis.fit import WINDOW_MIN, WINDOW_STEPS
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 
@@ -38,8 +39,10 @@ def lr_opt_section(a: Analysis) -> Section:
     caption = (
         f"Optimal LR per ({_group_words(a)}): the minimum of a curve fitted to the "
         "seed-adjusted mean final eval loss against log2 LR inside a window of "
-        f"+-{a.fit_window:g} octaves centred on the optimum itself (tricube weights, moved "
-        "until the optimum stops moving): an asymmetric bowl c + A (e^(k t) - 1 - k t) 2/k^2, "
+        f"{WINDOW_STEPS:g} grid steps ({WINDOW_MIN:g} to {a.fit_window:g} octaves) centred "
+        "on the optimum itself (tricube "
+        "weights times each LR's precision from its seeds' scatter, moved until the optimum "
+        "stops moving): an asymmetric bowl c + A (e^(k t) - 1 - k t) 2/k^2, "
         "t = log2 LR - log2 lr*, k > 0 rising faster above lr* (asymmetry k; a parabola at "
         "k = 0, used when the window holds three LRs), else the argmin. Only trained cells "
         "enter: partially diverged, diverged and not-run LRs are left out (and named in the "
