@@ -2,7 +2,7 @@
 8 seeds, sp and mup_ssm, three widths, two model shapes, trained on this machine.
 
 Each trial is built and written the way a sweep builds and writes it (the sweep file's plan
-expanded by mutransfer.sweep.grid, each cell run by mutransfer.sweep.trainable.run_unit, the
+expanded by mutransfer.sweep.plan.cells, each cell run by mutransfer.sweep.run.trainable.run_unit, the
 trainer in-process, no Ray), so `analyze(STORE)` reads it as any sweep's store. Resumable: a
 trial the store already holds is skipped, so the script can run in chunks.
 
@@ -32,9 +32,9 @@ import numpy as np
 
 from mutransfer.results.schema import axis_types
 from mutransfer.results.store import Store
-from mutransfer.sweep.grid import build_plan
-from mutransfer.sweep.spec import SweepSpec
-from mutransfer.sweep.trainable import TrialUnit, run_unit
+from mutransfer.sweep.plan.cells import build_plan
+from mutransfer.sweep.plan.spec import SweepSpec
+from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 
 WIDTHS = (32, 64, 128)
 PARAMS = ("sp", "mup_ssm")
