@@ -3,8 +3,9 @@
 
 Each trial is built and written the way a sweep builds and writes it (the sweep file's plan
 expanded by mutransfer.sweep.plan.cells, each cell run by
-mutransfer.sweep.run.trainable.run_unit, the trainer in-process, no Ray), so `analyze(STORE)` reads it as any sweep's store. Resumable: a
-trial the store already holds is skipped, so the script can run in chunks.
+mutransfer.sweep.run.trainable.run_unit, the trainer in-process, no Ray), so `analyze(STORE)`
+reads it as any sweep's store. Resumable: a trial the store already holds is skipped, so the
+script can run in chunks.
 
 Two phases per shape:
   pilot  half-octave LRs over a wide range, seeds 0-1, to find each (param, width) optimum;
