@@ -42,6 +42,8 @@ from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 SEEDS, FIT = "seeds", "fit"
 LEVEL = 0.95
+# what the plots and captions call these intervals
+INTERVAL_SOURCE = "seeds' jackknife"
 
 
 @dataclass
