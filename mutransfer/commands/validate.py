@@ -47,12 +47,27 @@ def run(args) -> int:
     from mutransfer.sweep.search import Work, strategy_for
 
     for path in args.file:
-        plan = prepare(path, check_data=args.data, max_cells=args.max_cells)
+        plan = _checked_plan(prepare, path, args)
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)") + _factory_note(plan, args))
         print(plan_cost(plan, args.gpu, args.mfu))
     return 0
+
+
+def _checked_plan(prepare, path: str, args):
+    """The sweep's plan, its data checked unless --no-data; a file refused only for its data
+    is refused with the hint that --no-data checks the file without it."""
+    from mutransfer.errors import UserError
+
+    try:
+        return prepare(path, check_data=args.data, max_cells=args.max_cells)
+    except UserError as exc:
+        if not args.data:
+            raise
+        prepare(path, check_data=False, max_cells=args.max_cells)  # raises what is not data's
+        raise UserError(f"{exc} (data only on the cluster? `--no-data` checks the file "
+                        f"without it)") from None
 
 
 def _factory_note(plan, args) -> str:
