@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
 from mutransfer.data.base import IGNORE_INDEX, DataSource
+from mutransfer.denormals import flush_denormals
 from mutransfer.divergence import DivergenceMonitor
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
@@ -262,6 +263,7 @@ def run_trial(config: TrialConfig, report: Report | None = None,
     are reported again first, so `report` always sees every eval point of the trial once, in
     order) and offer it the loop state at every eval point but the last.
     """
+    flush_denormals()  # before the first parallel op: threads created later inherit it
     start = time.perf_counter()
     trial, loop, resumed = _start(config, checkpoint)
     resumed_from = loop.step if resumed else None

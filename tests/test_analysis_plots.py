@@ -83,6 +83,14 @@ def test_report_carries_the_tables_with_captions(report, analysis):
     assert f"{sp_slope:+.3f}" in html
 
 
+def test_the_lr_star_figure_names_where_its_intervals_come_from(report):
+    # the seeds' jackknife (analysis/intervals.py), not the noise draws of an older estimator
+    html = report[1][-1].read_text(encoding="utf-8")
+    caption = re.search(r"<figcaption><b>Optimal LR against width.</b>([^<]*)<", html)[1]
+    assert "95% interval (seeds&#x27; jackknife" in caption
+    assert "noise draws" not in html
+
+
 def test_coord_summary_averages_seeds_and_layers_at_the_last_step():
     s = coord_summary(coord_table()).set_index(["parameterization", "width", "quantity"])
     assert s.loc[("sp", 256, "in_proj"), "rms"] == pytest.approx(2.0)

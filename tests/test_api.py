@@ -57,6 +57,26 @@ def test_a_bad_sweep_dict_raises_a_user_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+# -- the README's commands: what CI runs, and the CPU build of torch before the first install ----
+
+def readme_bash_lines() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    return [ln for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+            for ln in block.splitlines()]
+
+
+def test_the_readme_test_command_is_the_one_ci_runs():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    [install_and_test] = [ln for ln in ci if ln.startswith("python3 -m venv")]
+    assert install_and_test in readme_bash_lines()
+
+
+def test_the_readme_installs_the_cpu_build_of_torch_before_any_other_install():
+    installs = [ln for ln in readme_bash_lines() if "pip install" in ln]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in installs[0]
+    assert installs[1].endswith("mutransfer sweep sweeps/quickstart.yaml")
+
+
 # -- the README's example, run as written (slow: it starts Ray and trains 6 tiny trials) ----------
 
 def readme_example() -> str:

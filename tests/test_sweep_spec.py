@@ -96,9 +96,10 @@ def test_missing_data_files_stop_the_sweep_before_anything_is_written(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "data" in err and "nowhere" in err
     assert not storage.exists()
-    # validate refuses it the same way; --no-data checks the file alone (data on a cluster)
+    # validate refuses it the same way, pointing at --no-data: the file alone (data on a cluster)
     assert main(["validate", str(path)]) == 2
-    assert capsys.readouterr().err.strip() == err
+    hint = capsys.readouterr().err.strip()
+    assert hint.startswith(err) and "--no-data" in hint and len(hint.splitlines()) == 1
     assert main(["validate", "--no-data", str(path)]) == 0
     assert "(data not checked)" in capsys.readouterr().out
 

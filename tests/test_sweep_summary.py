@@ -58,4 +58,8 @@ def test_the_summary_prints_the_analysis_optimum_not_the_grid_argmin(tmp_path, c
         assert np.isclose(lr, lr_opt.loc[width, "lr_opt"], rtol=1e-2)
         assert lr not in LRS  # the vertex, between grid LRs: not an argmin over them
         assert abs(np.log2(lr) + 7.5) < 0.3
-    assert ("plots and report:" in out) == (not flags)
+    assert ("tables, plots and report:" in out) == (not flags)
+    # what `analyze` and `plot` write: the tables too, not only the figures
+    written = {p.name for p in (store / "analysis").glob("*")}
+    assert ({"lr_opt.csv", "drift.parquet", "analysis.md", "report.html"} <= written) == (
+        not flags)

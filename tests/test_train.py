@@ -157,3 +157,17 @@ def test_trainer_runs_without_ray_installed():
             "assert not any(m == 'ray' or m.startswith('ray.') for m in sys.modules"
             " if sys.modules[m] is not None)\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_a_trial_flushes_subnormal_floats_in_every_thread_and_its_env_records_it():
+    # a fresh process with 2 intra-op threads, as a trial's worker is (the probe itself would
+    # start the threads before the trial: a thread keeps the setting it was created with)
+    code = ("import torch; torch.set_num_threads(2)\n"
+            "from mutransfer.config import TrialConfig\n"
+            "from mutransfer.results.provenance import environment\n"
+            "from mutransfer.train import run_trial\n"
+            f"run_trial(TrialConfig.model_validate({TINY!r}))\n"
+            "print(environment()['flush_denormal'])\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, timeout=300,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["True"]

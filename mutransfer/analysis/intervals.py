@@ -53,6 +53,8 @@ GRID_SD = 0.2
 # a denser grid samples it more often but the fit still sees it (the quarter-octave grid of that
 # sweep alone put lr* 0.2 octave from the one-octave grid's offset 0.25)
 GRID_STEP_FLOOR = 0.5
+# what the plots and captions call these intervals
+INTERVAL_SOURCE = "seeds' jackknife + grid placement"
 
 
 @dataclass

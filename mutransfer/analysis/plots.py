@@ -14,6 +14,7 @@ from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.fit import phi
 from mutransfer.analysis.groups import as_key, family_label
+from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
     family_colors,
     log2_axis,
@@ -214,7 +215,7 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
                               label="on the grid edge (a bound)"))
     if np.isfinite(a.drift["slope"]).any():
         handles.append(Line2D([], [], ls="--", color="grey", label="least-squares fit"))
-    ax.legend(handles=handles, fontsize=8, title="bars: 95% interval (noise draws)",
+    ax.legend(handles=handles, fontsize=8, title=f"bars: 95% interval ({INTERVAL_SOURCE})",
               title_fontsize=8)
     return save(fig, path)
 

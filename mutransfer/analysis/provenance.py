@@ -46,7 +46,7 @@ def _corpus(doc: dict) -> str:
 
 def _env(doc: dict) -> str:
     keys = ("cpu", "cpus_usable", "torch_threads", "torch_interop_threads", "cpu_capability",
-            "mkl", "gpu", "cuda", "numpy", "OMP_NUM_THREADS", "platform")
+            "mkl", "flush_denormal", "gpu", "cuda", "numpy", "OMP_NUM_THREADS", "platform")
     return ", ".join(f"{k} {doc[k]}" for k in keys if doc.get(k) is not None)
 
 

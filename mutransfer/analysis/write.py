@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.render import Figure, markdown, render_html
 
 REPORT = "report.html"
@@ -81,8 +82,9 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     if np.isfinite(a.lr_opt["lr_opt"]).any():  # else no point to draw (e.g. all diverged)
         figs["drift"] = Figure(
             plot_lr_opt(a, out / "lr_opt_vs_width.png"), "Optimal LR against width",
-            "lr* per width with its 95% interval (noise draws; hollow square: no interval, "
-            "hollow circle: on the grid edge, a bound); dashed: least-squares fit of log2 lr* "
+            f"lr* per width with its 95% interval ({INTERVAL_SOURCE} pooled over the widths, or "
+            "the fit's residuals with one seed; hollow square: no interval, hollow circle: on "
+            "the grid edge, a bound); dashed: least-squares fit of log2 lr* "
             "on log2 width, slope and its interval in the legend.")
     figs["stability"] = Figure(
         plot_stability(a, out / "stability_vs_width.png"), "Stability boundary against width",

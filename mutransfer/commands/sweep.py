@@ -22,8 +22,8 @@ def add_arguments(p, name: str) -> None:
                    help="list the cells, how many are already done and the cost table "
                         "(--gpu, --mfu); run nothing (data not there yet is only a note)")
     p.add_argument("--no-analysis", action="store_true",
-                   help="skip the intervals, plots and report at the end (the optimal-LR "
-                        "table only)")
+                   help="skip the intervals, tables, plots and report at the end (the "
+                        "optimal-LR table only)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     p.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray")
     from mutransfer.commands.options import add_cost_options, add_max_cells
@@ -115,7 +115,7 @@ def probe_factories(path: str) -> None:
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
     """The analysis's optimal-LR and drift summary of the store (`mutransfer analyze` prints
-    the same tables in full); with `analysis`, its plots as well."""
+    the same tables in full); with `analysis`, its tables, plots and report written as well."""
     from mutransfer.results.store import DONE_STATUSES, read_tables
 
     tables = read_tables(location)
@@ -140,17 +140,20 @@ def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
 
 
 def _plots(location: str, result: object, out: TextIO) -> None:
-    from mutransfer.analysis import make_plots
+    """What `mutransfer analyze` and `mutransfer plot` write: the tables, plots and report."""
+    from mutransfer.analysis import analysis_dir, make_plots, write_analysis
     from mutransfer.results.fs import is_uri
 
     if is_uri(location):
         print("plots: run `mutransfer plot` on a local copy of the results", file=out)
         return
     try:
-        paths = make_plots(location, analysis=result)
+        paths = [*write_analysis(result, analysis_dir(location)),
+                 *make_plots(location, analysis=result)]
     except Exception as exc:
         print(f"plots failed ({type(exc).__name__}: {exc})", file=out)
         return
     if paths:
         folder = str(paths[0]).rsplit("/", 1)[0]
-        print(f"plots and report: {folder}/ ({len(paths)} files)", file=out)
+        print(f"tables, plots and report: {folder}/ ({len(paths)} files; `mutransfer analyze "
+              f"{location}` prints every table)", file=out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from mutransfer.errors import UserError
+
 
 def add_arguments(p, name: str) -> None:
     import argparse
@@ -37,7 +39,7 @@ def run(args) -> int:
     from mutransfer.sweep.search.registry import strategy_for
 
     for path in args.file:
-        plan = prepare(path, check_data=args.data, max_cells=args.max_cells)
+        plan = _checked_plan(prepare, path, args)
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)")
@@ -45,3 +47,15 @@ def run(args) -> int:
         print(plan_cost(plan, args.gpu, args.mfu))
     return 0
 
+
+def _checked_plan(prepare, path: str, args):
+    """The sweep's plan, its data checked unless --no-data; a file refused only for its data
+    is refused with the hint that --no-data checks the file without it."""
+    try:
+        return prepare(path, check_data=args.data, max_cells=args.max_cells)
+    except UserError as exc:
+        if not args.data:
+            raise
+        prepare(path, check_data=False, max_cells=args.max_cells)  # raises what is not data's
+        raise UserError(f"{exc} (data only on the cluster? `--no-data` checks the file "
+                        f"without it)") from None

@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
+from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
@@ -170,6 +171,7 @@ def run(configs: list[TrialConfig], source, steps: int, batch_size: int, seq_len
         ) -> tuple[pd.DataFrame, dict[str, dict[str, str]]]:
     """Every config (one per width and seed) measured on the same probe batch, each seed on
     its own training batches; the long table and the parameters behind each quantity."""
+    flush_denormals()  # as every trial does (mutransfer/denormals.py)
     probe = next(source.batches("eval", batch_size, seq_len, seed=1234))
     train: dict[int, list] = {}
     rows, behind = [], {}

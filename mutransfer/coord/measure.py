@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
 from mutransfer.coord.settings import CoordSettings
+from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
@@ -88,6 +89,7 @@ def measure_one(cfg: TrialConfig, spec, train_batches, probe) -> list[dict]:
 def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
     """All (parameterization, width or depth, seed) runs as one long table
     (docs/results-format.md)."""
+    flush_denormals()  # as every trial does (mutransfer/denormals.py)
     spec = source.spec
     rows = []
     seeds = s.seeds

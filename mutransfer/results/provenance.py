@@ -2,8 +2,9 @@
 
 Floating-point results of the same code and data differ bit for bit between machines when
 the reductions run in another order: torch's intra-op thread count, the CPU's vector unit
-(ATen and oneDNN pick AVX2 or AVX-512 kernels at run time), the BLAS. A trial records them
-(the `env` column) so that two runs that disagree can be told apart. Read from torch only
+(ATen and oneDNN pick AVX2 or AVX-512 kernels at run time), the BLAS; and where subnormal
+floats are kept or flushed to zero (mutransfer/denormals.py). A trial records them (the
+`env` column) so that two runs that disagree can be told apart. Read from torch only
 when the process has imported it already (a trial has): this module imports no torch.
 """
 
@@ -57,10 +58,24 @@ def _torch(torch: Any) -> dict[str, Any]:
     except Exception:  # older torch
         pass
     found["mkl"] = bool(torch.backends.mkl.is_available())
+    found["flush_denormal"] = flushes_denormals(torch)
     found["cuda"] = torch.version.cuda
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         found["gpu"] = torch.cuda.get_device_name()
     return found
+
+
+# ATen splits an elementwise op into chunks of at least this many elements, one per thread
+_GRAIN = 32768
+
+
+def flushes_denormals(torch: Any) -> bool:
+    """Whether a product that underflows into the subnormal range comes out 0 in every
+    intra-op thread at the current thread count (mutransfer/denormals.py): a probe, as
+    torch has no getter for the setting and each thread holds its own."""
+    n = _GRAIN * max(1, torch.get_num_threads())
+    tiny = torch.full((n,), 1e-30, dtype=torch.float32) * 1e-10  # 1e-40: subnormal
+    return bool((tiny == 0).all())
 
 
 def environment_json() -> str:
