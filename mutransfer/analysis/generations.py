@@ -8,7 +8,9 @@ their stored configs have the same fields: the keys of the config's sections (`t
 `model.d_state`, ...), the level at which a release adds a field. Deeper keys are left out on
 purpose: they are free-form mappings (`param.overrides`, `model.options`, `model.roles`) whose
 keys vary with the cell's values within one release. A changed default that adds no field is
-not seen here (the stored values alone cannot tell it from an edited sweep file).
+not seen here (the stored values alone cannot tell it from an edited sweep file). A field
+added at the value that reproduces the earlier code (results/later_fields.py) keeps its
+trials in the earlier generation, as it keeps their ids.
 
 The analysis reads the generation with the most trials (on a tie, the one with more fields:
 releases add fields) and says how many trials it left out.
@@ -20,6 +22,8 @@ import json
 from collections import Counter
 
 import pandas as pd
+
+from mutransfer.results.later_fields import without_later_fields
 
 # the depth of the keys compared: the config's sections and their fields
 SHAPE_DEPTH = 2
@@ -35,6 +39,7 @@ def config_fields(config_json: object) -> frozenset[str] | None:
         return None
     if not isinstance(config, dict):
         return None
+    config = without_later_fields(config)
     keys = set()
     for name, value in config.items():
         keys.add(name)

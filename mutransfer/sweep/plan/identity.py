@@ -1,9 +1,11 @@
 """Stable trial ids: a hash of the fully resolved trial config.
 
 Two cells with the same resolved config are the same trial, however the sweep file spelled
-them (key order, defaults written out or not, an axis whose value changes nothing). Any new
-config field or changed default changes every id: results are then re-run, never reused for
-a config they were not trained with.
+them (key order, defaults written out or not, an axis whose value changes nothing). A changed
+default changes every id: results are then re-run, never reused for a config they were not
+trained with. A new config field does too, unless it is listed in results/later_fields.py with
+the value that reproduces the earlier code: at that value it is left out of the id, so stores
+of earlier releases resume with nothing retrained.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from mutransfer.results.later_fields import without_later_fields
 
 ID_LENGTH = 16  # hex digits: 64 bits, collisions out of reach for any sweep
 
@@ -30,6 +34,7 @@ NOT_IDENTITY = ("branch",)
 
 
 def _identity(config: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    config = without_later_fields(config)
     train = config.get("train")
     if not isinstance(train, dict):
         return config
