@@ -77,7 +77,8 @@ def _trial_configs(spec):
 
 def _settings_key(spec, lr: float) -> str:
     return json.dumps({"trial": spec.trial(0), "coord": spec.check.coord.model_dump(),
-                       "widths": spec.check.widths, "lr": lr}, sort_keys=True, default=str)
+                       "widths": spec.check.widths, "lr": lr, "measures": "params"},
+                      sort_keys=True, default=str)
 
 
 def run(args) -> int:
@@ -125,38 +126,48 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
 
 
 def _coord_stage(spec, out: Path, configs, lr: float):
-    """Measure (or reuse the stored measurement with the same settings), then judge."""
+    """Measure (or reuse the stored measurement with the same settings), then judge the
+    activations' slopes and every parameter tensor's init and update exponents together."""
     import pandas as pd
 
-    from mutransfer.analysis.checkverdict import judge_with_logit_floor
+    from mutransfer.analysis.checkverdict import judge_all
     from mutransfer.analysis.coordverdict import slopes
+    from mutransfer.analysis.updates import expected_exponents, update_slopes
     from mutransfer.coord import anymodel
     from mutransfer.data import load_data
+    from mutransfer.param.tables import rules_for
     from mutransfer.statusline import StatusLine
 
     c = spec.check.coord
     key = _settings_key(spec, lr)
     meta = out / "coord.json"
-    if (out / "coord.parquet").exists() and meta.exists() and \
-            json.loads(meta.read_text()).get("key") == key:
+    stored = [out / "coord.parquet", out / "params.parquet", meta]
+    if all(f.exists() for f in stored) and json.loads(meta.read_text()).get("key") == key:
         coord = pd.read_parquet(out / "coord.parquet")
+        sizes = pd.read_parquet(out / "params.parquet")
         behind = json.loads(meta.read_text())["behind"]
         print(f"coordinate check: reusing {out / 'coord.parquet'}")
     else:
         t0 = time.time()
         status = StatusLine(sys.stderr)
-        coord, behind = anymodel.run(configs, load_data(configs[0].data), c.steps,
-                                     c.batch_size, c.seq_len, progress=lambda d, n, what:
-                                     status.draw(f"coordinate check [{d}/{n}] {what}"))
+        coord, behind, sizes = anymodel.run(
+            configs, load_data(configs[0].data), c.steps, c.batch_size, c.seq_len,
+            progress=lambda d, n, what: status.draw(f"coordinate check [{d}/{n}] {what}"))
         status.close()
         out.mkdir(parents=True, exist_ok=True)
         coord.to_parquet(out / "coord.parquet", index=False)
+        sizes.to_parquet(out / "params.parquet", index=False)
         meta.write_text(json.dumps({"key": key, "behind": behind}))
         print(f"coordinate check: {len(configs)} runs x {c.steps} steps, lr {lr:g}, "
               f"{time.time() - t0:.0f} s")
-    judged = judge_with_logit_floor(slopes(coord.drop(columns="order")), c.tolerance, c.alpha)
+    cfg = configs[0]
+    roles = dict(zip(sizes["param"], sizes["role"]))
+    expected = expected_exponents(roles, rules_for(cfg.param), cfg.train.optimizer)
+    judged = judge_all(slopes(coord.drop(columns="order")),
+                       update_slopes(sizes, expected, c.tolerance), c.tolerance, c.alpha)
     judged.to_parquet(out / "slopes.parquet", index=False)
-    return coord, judged, behind
+    order = sizes.groupby("param")["order"].min().to_dict()
+    return coord, judged, behind, order
 
 
 def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
@@ -203,13 +214,14 @@ def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
     from mutransfer.analysis.checkverdict import decide
 
     t0 = time.time()
-    coord, judged, behind = _coord_stage(spec, out, configs, lr)
+    coord, judged, behind, order = _coord_stage(spec, out, configs, lr)
     drift, stopped = None, False
     if pre is not None:
         drift, stopped = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0)
     c = spec.check
     v = decide(judged, coord, behind, drift, c.drift_tolerance, seeds=len(c.seeds),
-               steps=int(spec.train.get("steps", 200)), widths=len(c.widths))
+               steps=int(spec.train.get("steps", 200)), widths=len(c.widths),
+               param_order=order)
     if stopped:
         v.advice = [a for a in v.advice if "--coord-only" not in a]
         v.reason = v.reason.replace("did not run", "did not finish")
@@ -230,6 +242,9 @@ def _write(out: Path, spec, v, judged, elapsed: float) -> None:
               "advice": v.advice, "named_role": v.named_role,
               "culprit": v.culprit.label if v.culprit else None,
               "culprit_params": v.culprit.params if v.culprit else {},
+              "culprit_kind": v.culprit.kind if v.culprit else None,
+              "culprit_slope": _num(v.culprit.slope) if v.culprit else None,
+              "culprit_expected": _num(v.culprit.expected) if v.culprit else None,
               "drift": _num(v.drift), "drift_low": _num(v.drift_low),
               "drift_high": _num(v.drift_high), "robust": v.robust,
               "borderline": v.borderline, "checked": v.checked, "seconds": round(elapsed, 1)}
