@@ -1,6 +1,7 @@
 """`mutransfer check --coord-only` on planted bugs (benchmarks/check_bugs.py's factories): the
 tiny GPT without its readout multiplier FAILs naming the readout, with its embedding at
-1/√width FAILs naming the embedding, and the correct one does not FAIL."""
+1/√width FAILs naming the embedding, with one tensor's Adam LR off by 1/m FAILs naming that
+tensor, and the correct one does not FAIL."""
 
 from __future__ import annotations
 
@@ -35,15 +36,20 @@ def _check(tmp_path: Path, bug: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug,role", [("readout_no_mult", "readout"),
-                                      ("embedding_init", "embedding"), ("", "")])
-def test_planted_gpt_bugs_are_named(tmp_path, monkeypatch, bug, role):
+@pytest.mark.parametrize("bug,role,tensor", [
+    ("readout_no_mult", "readout", None), ("embedding_init", "embedding", None),
+    ("lr_head_down", "readout", "head.weight"), ("", "", None)])
+def test_planted_gpt_bugs_are_named(tmp_path, monkeypatch, bug, role, tensor):
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     v = _check(tmp_path, bug)
     if bug:
         assert v["verdict"] == "FAIL" and v["named_role"] == role, v
+    if tensor:  # the tensor's own update: its relative update as 1/m, expected m^0
+        assert list(v["culprit_params"]) == [tensor], v
+        assert v["culprit_slope"] == pytest.approx(-1.0, abs=0.1)
+        assert v["culprit_expected"] == 0.0
     else:
         assert v["verdict"] == "INCONCLUSIVE", v  # coordinates pass; no drift without a search
     assert (tmp_path / (bug or "correct") / "report.html").exists()
