@@ -3,6 +3,8 @@ and the check file's sweep (commands/check_spec.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import pytest
 import yaml
@@ -176,3 +178,31 @@ def test_bad_tolerance_or_a_budget_below_one_seed_set_is_one_line_exit_2(tmp_pat
 def test_the_sequential_test_adds_one_seed_set_per_round_up_to_the_budget():
     spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 7}})
     assert spec.check.seed_rounds() == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]
+
+
+def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hold(
+        tmp_path, monkeypatch):
+    import mutransfer.commands.check as check
+
+    # the drift's interval narrows as 1/√seeds around -0.01: inside ±0.25 at 6 seeds (± 0.23)
+    def fake_round(spec, out, seeds, deadline, num_cpus):
+        half = 0.4 * (2 / len(seeds)) ** 0.5
+        calls.append(list(seeds))
+        return {"slope": -0.01, "ci_low": -0.01 - half, "ci_high": -0.01 + half}, False
+
+    monkeypatch.setattr(check, "_transfer_round", fake_round)
+    monkeypatch.setattr(check, "_stored_trials", lambda out: (10 * len(calls), 1.0))
+    spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8}})
+    pre = {"steps": 60}
+    calls = []
+    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    assert calls == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]] and r.rounds == 3
+    assert not r.stopped and r.seeds == [0, 1, 2, 3, 4, 5]
+    # 1,000 trial-steps hold the first round (10 trials x 60 steps) but not a second
+    calls = []
+    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(steps=1000), None, 0.0, 0)
+    assert calls == [[0, 1]] and r.stopped == "1,000 trial-steps" and r.rounds == 1
+    calls = []
+    small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})
+    r = check._transfer_stage(small, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    assert len(calls) == 2 and r.stopped == "4 seeds"

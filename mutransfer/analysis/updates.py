@@ -23,7 +23,8 @@ m = width / base_width (docs/models.md, "Per-parameter update sizes", has the de
 Each exponent is fitted and its noise estimated exactly as the activations' slopes
 (analysis/coordverdict.py: per-seed slopes, seed spread + power-law fit error); a tensor
 violates when its slope lies outside expected ± tolerance, by the same one-sided t test, Holm
-over the parameterization's family (the activations' slopes and these together).
+at the same alpha over the parameterization's tensors (a family of their own beside the
+activations': analysis/checkverdict.py, `judge_all`).
 """
 
 from __future__ import annotations
