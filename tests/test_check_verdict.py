@@ -192,7 +192,8 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
 
     monkeypatch.setattr(check, "_transfer_round", fake_round)
     monkeypatch.setattr(check, "_stored_trials", lambda out: (10 * len(calls), 1.0))
-    spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8}})
+    spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8},
+                                      "tolerance": 0.25})
     pre = {"steps": 60}
     calls = []
     r = check._transfer_stage(spec, tmp_path, pre, check.Budget(), None, time.time(), 0)
@@ -200,7 +201,8 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
     assert not r.stopped and r.seeds == [0, 1, 2, 3, 4, 5]
     # 1,000 trial-steps hold the first round (10 trials x 60 steps) but not a second
     calls = []
-    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(steps=1000), None, 0.0, 0)
+    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(steps=1000), None, time.time(),
+                              0)
     assert calls == [[0, 1]] and r.stopped == "1,000 trial-steps" and r.rounds == 1
     calls = []
     small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})

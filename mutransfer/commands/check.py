@@ -248,8 +248,7 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
     from mutransfer.analysis.checkverdict import equivalence
 
     c = spec.check
-    minutes = budget.minutes if budget.minutes is not None else \
-        (None if budget.steps is not None else c.budget.minutes)
+    minutes = budget.minutes if budget.minutes is not None else c.budget.minutes
     max_steps = budget.steps if budget.steps is not None else c.budget.trial_steps
     deadline = started + minutes * 60 if minutes is not None else None
     r = Rounds()
