@@ -23,7 +23,7 @@ def _check(tmp_path: Path, bug: str) -> dict:
     from benchmarks.check_bugs import check_spec
 
     # 4 widths, 4 seeds: the t test needs the power-law fit to have 2 df, the seeds 3
-    spec = check_spec("gpt", bug, [0, 1, 2, 3], [32, 64, 128, 256])
+    spec = check_spec("gpt", bug, [0, 1, 2, 3], [16, 32, 64, 128])
     spec["model"]["options"].update(n_layer=1, max_len=16)
     spec["check"]["coord"].update(steps=2, seq_len=16)
     path = tmp_path / f"{bug or 'correct'}.yaml"
