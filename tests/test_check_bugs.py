@@ -44,12 +44,12 @@ def test_planted_gpt_bugs_are_named(tmp_path, monkeypatch, bug, role, tensor):
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     v = _check(tmp_path, bug)
-    if bug:
-        assert v["verdict"] == "FAIL" and v["named_role"] == role, v
     if tensor:  # the tensor's own update: its relative update as 1/m, expected m^0
         assert list(v["culprit_params"]) == [tensor], v
         assert v["culprit_slope"] == pytest.approx(-1.0, abs=0.1)
         assert v["culprit_expected"] == 0.0
+    if bug:
+        assert v["verdict"] == "FAIL" and v["named_role"] == role, v
     else:
         assert v["verdict"] == "INCONCLUSIVE", v  # coordinates pass; no drift without a search
     assert (tmp_path / (bug or "correct") / "report.html").exists()

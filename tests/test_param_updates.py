@@ -90,7 +90,8 @@ def test_on_the_builtin_mamba_every_tensor_scales_as_its_mup_ssm_rule():
                              rules_for(ParamConfig(name="mup_ssm")), "adamw")
     sl = update_slopes(sz, exp, tol=0.2)
     assert len(sl) and (sl["excess"] == 0).all(), sl[sl["excess"] > 0]
-    first = sl[(sl["kind"] == "update") & (sl["step"] == 1) & (sl["role"] != "vector")]
+    first = sl[(sl["kind"] == "update") & (sl["step"] == 1) & (sl["role"] != "vector")
+               & ~sl["quantity"].str.contains("dt_proj")]
     # Adam's first step is ±η in every entry with |g| >> ε: the matrices' exponents are the
     # table's (dt_proj's and A_log's tiny gradients lose a little to ε; docs/models.md)
-    assert (first["slope"] - first["expected"]).abs().max() < 0.15
+    assert (first["slope"] - first["expected"]).abs().max() < 0.1
