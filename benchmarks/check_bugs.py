@@ -11,6 +11,21 @@ From a correct mup_ssm Mamba (the built-in, through the seam) and a correct mup 
     embedding_init     the embedding initialised at std 1/√width
     hidden_init        one hidden layer's init not scaled (a width-independent std)
 
+and single-tensor bugs (issue 29), each on one parameter tensor only (`SINGLE`): its Adam LR
+off by a power ±1 of m = width/base_width (init unchanged), or its init off by m^±½:
+
+    Mamba     lr_out_proj_up (hidden, ×m), lr_x_proj_B_down (ssm_B, ×1/m),
+              lr_embedding_up (embedding, ×m), lr_D_up (vector, ×m),
+              init_x_proj_C (ssm_C, init ×m^½)
+    tiny GPT  lr_proj_up (hidden, ×m), lr_head_down (readout, ×1/m), lr_qkv_down (hidden, ×1/m),
+              lr_ln_up (vector, ×m), init_fc_out (hidden, init ×m^-½)
+
+An LR bug is planted as the optimizer would make it: after every optimizer step, the change of
+that one tensor since the last forward is multiplied by the gain (a forward pre-hook on the
+model; the first forward only records the weights the parameterization left). The tensor's name,
+module and init stay as they are, so the check sees the model exactly as a user's model with
+that bug.
+
     python benchmarks/check_bugs.py                   # coordinate stage, every bug, 3 seed sets
     python benchmarks/check_bugs.py --full BUG ...    # the full check (transfer too) for these
 
@@ -38,12 +53,55 @@ from examples.tiny_gpt import TinyGPT, tiny_gpt  # noqa: E402
 # bug -> the role the check must name
 EXPECTED = {"dt_bias_ln2": "vector", "wbc_vector": "ssm_B|ssm_C", "readout_no_mult": "readout",
             "hidden_lr": "hidden", "embedding_init": "embedding", "hidden_init": "hidden"}
-MAMBA_BUGS = list(EXPECTED)
-GPT_BUGS = ["readout_no_mult", "hidden_lr", "embedding_init", "hidden_init"]
+# single-tensor bugs: model -> bug -> (what: lr/init, the tensor, exponent of m on it)
+SINGLE = {
+    "mamba": {"lr_out_proj_up": ("lr", "layers.1.mixer.out_proj.weight", 1.0),
+              "lr_x_proj_B_down": ("lr", "layers.0.mixer.x_proj_B.weight", -1.0),
+              "lr_embedding_up": ("lr", "embedding.weight", 1.0),
+              "lr_D_up": ("lr", "layers.0.mixer.D", 1.0),
+              "init_x_proj_C": ("init", "layers.1.mixer.x_proj_C.weight", 0.5)},
+    "gpt": {"lr_proj_up": ("lr", "blocks.1.proj.weight", 1.0),
+            "lr_head_down": ("lr", "head.weight", -1.0),
+            "lr_qkv_down": ("lr", "blocks.0.qkv.weight", -1.0),
+            "lr_ln_up": ("lr", "blocks.0.ln2.weight", 1.0),
+            "init_fc_out": ("init", "blocks.1.fc_out.weight", -0.5)},
+}
+MAMBA_BUGS = list(EXPECTED) + list(SINGLE["mamba"])
+GPT_BUGS = ["readout_no_mult", "hidden_lr", "embedding_init", "hidden_init", *SINGLE["gpt"]]
 SEED_SETS = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 
 # -- planted factories ------------------------------------------------------------------------
+
+class UpdateGain:
+    """Multiply one tensor's every optimizer update by `gain`: its LR times `gain`.
+
+    A forward pre-hook on the model: the tensor's change since the last forward (an optimizer
+    step; zero in eval) is scaled in place. The first forward only records the weights (the
+    parameterization rescales the init after the factory returns)."""
+
+    def __init__(self, param: torch.nn.Parameter, gain: float) -> None:
+        self.param, self.gain, self.last = param, gain, None
+
+    def __call__(self, _module, _inputs) -> None:
+        with torch.no_grad():
+            if self.last is not None:
+                self.param.add_((self.param - self.last) * (self.gain - 1.0))
+            self.last = self.param.detach().clone()
+
+
+def plant_single(model: torch.nn.Module, model_kind: str, bug: str, m: float) -> None:
+    """Plant SINGLE[model_kind][bug] (if it is one) into `model` at width multiplier m."""
+    if bug not in SINGLE[model_kind]:
+        return
+    what, name, exponent = SINGLE[model_kind][bug]
+    param = dict(model.named_parameters())[name]
+    if what == "lr":
+        model.register_forward_pre_hook(UpdateGain(param, m**exponent))
+    else:
+        with torch.no_grad():
+            param.mul_(m**exponent)
+
 
 def planted_mamba(width: int, vocab_size: int = 256, bug: str = "", base_width: int = 64,
                   n_layer: int = 2, d_state: int = 16):
@@ -62,6 +120,7 @@ def planted_mamba(width: int, vocab_size: int = 256, bug: str = "", base_width: 
                 layer.mixer.dt_proj.bias.zero_()
         elif bug == "hidden_init":  # layer 0's in_proj keeps its base-width std at every width
             model.layers[0].mixer.in_proj.weight.mul_(math.sqrt(width / base_width))
+    plant_single(model, "mamba", bug, width / base_width)
     return model
 
 
@@ -88,6 +147,7 @@ def planted_gpt(width: int, vocab_size: int = 256, bug: str = "", base_width: in
             model.pos.weight.normal_(0.0, width**-0.5)
         elif bug == "hidden_init":  # block 0's MLP input layer at its base-width std
             model.blocks[0].fc.weight.mul_(math.sqrt(width / base_width))
+    plant_single(model, "gpt", bug, width / base_width)
     return model
 
 
@@ -103,7 +163,7 @@ def check_spec(model: str, bug: str, seeds: list[int], widths: list[int]) -> dic
                  "embedding_init": {"embedding": {"init_m": -0.5}}}
     if model == "mamba":
         arch = {"arch": "mamba", "n_layer": 2, "d_state": 16, "base_width": widths[0]}
-        if bug in ("dt_bias_ln2", "hidden_init"):
+        if bug in ("dt_bias_ln2", "hidden_init", *SINGLE["mamba"]):
             arch = {"arch": "benchmarks.check_bugs:planted_mamba", "base_width": widths[0],
                     "options": {"bug": bug, "base_width": widths[0]}}
         elif bug == "wbc_vector":
@@ -151,22 +211,42 @@ def run_one(spec: dict, out: Path, full: bool) -> dict:
     return v
 
 
+def named(model: str, bug: str, v: dict) -> tuple[str, bool]:
+    """What the check named (the tensor for a single-tensor bug, else the role) and whether it
+    is the planted one."""
+    if bug in SINGLE[model]:
+        tensor = SINGLE[model][bug][1]
+        params = list(v.get("culprit_params") or {})
+        return (params[0] if params else "-"), tensor in params
+    role = v.get("named_role") or "-"
+    return role, role in EXPECTED.get(bug, "").split("|")
+
+
+def exponents(v: dict) -> str:
+    """'+0.50 (expected -0.50)' for a parameter's exponent, the slope for an activation."""
+    slope, expected = v.get("culprit_slope"), v.get("culprit_expected")
+    if slope is None:
+        return "-"
+    return f"{slope:+.2f}" + (f" (expected {expected:+.2f})" if expected is not None else "")
+
+
 def row(model: str, bug: str, seeds: list[int], v: dict, full: bool) -> str:
     verdict = v["verdict"]
     if not full and verdict == "INCONCLUSIVE":
         verdict = "coord PASS"
-    role = v.get("named_role") or "-"
-    want = EXPECTED.get(bug, "")
-    ok = ("✓" if role in want.split("|") else "✗") if bug else (
-        "✓" if verdict in ("PASS", "coord PASS") else "✗")
+    if bug:
+        what, right = named(model, bug, v)
+        ok = "✓" if right and verdict == "FAIL" else "✗"
+    else:
+        what, ok = "-", ("✓" if verdict in ("PASS", "coord PASS") else "✗")
     drift = "-"
     if v.get("drift") is not None:
         lo, hi = v.get("drift_low"), v.get("drift_high")
         ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
         drift = f"{v['drift']:+.2f}{ci}"
     seeds_text = f"{seeds[0]}-{seeds[-1]}"
-    return (f"| {model} | {bug or 'correct'} | {seeds_text} | {verdict} | {role} {ok} | "
-            f"{v.get('culprit') or '-'} | {drift} | {v['seconds']:.0f} s |")
+    return (f"| {model} | {bug or 'correct'} | {seeds_text} | {verdict} | {what} {ok} | "
+            f"{v.get('culprit') or '-'} | {exponents(v)} | {drift} | {v['seconds']:.0f} s |")
 
 
 def main() -> int:
@@ -178,16 +258,21 @@ def main() -> int:
                    help="bugs ('correct' for the correct model) to run the full check on")
     p.add_argument("--bugs", nargs="*", default=None, help="only these bugs")
     p.add_argument("--seed-sets", type=int, default=3, help="seed sets for the correct models")
+    p.add_argument("--skip-seed-sets", type=int, default=0,
+                   help="leave out the first N seed sets of the correct models (measured)")
     args = p.parse_args()
     out = Path(args.out).absolute()
     os.chdir(ROOT)  # the planted factories are benchmarks.check_bugs:..., imported from here
-    print("| model | bug | coord seeds | verdict | named role | culprit | drift [95%] | time |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | bug | coord seeds | verdict | named (tensor or role) | culprit | exponent |"
+          " drift [95%] | time |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for model in args.models:
         bugs = MAMBA_BUGS if model == "mamba" else GPT_BUGS
-        runs = [("", s) for s in SEED_SETS[:args.seed_sets]] + [(b, SEED_SETS[0]) for b in bugs]
+        runs = [(b, SEED_SETS[0]) for b in bugs] + [("", s) for s in SEED_SETS[:args.seed_sets]]
         for bug, seeds in runs:
             if args.bugs is not None and (bug or "correct") not in args.bugs:
+                continue
+            if not bug and seeds in SEED_SETS[:args.skip_seed_sets]:
                 continue
             full = (bug or "correct") in args.full and seeds == SEED_SETS[0]
             spec = check_spec(model, bug, seeds, args.widths)

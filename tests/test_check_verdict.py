@@ -3,8 +3,11 @@ and the check file's sweep (commands/check_spec.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import pytest
+import yaml
 
 from mutransfer.analysis.checkverdict import decide
 from mutransfer.commands.check import parse_budget
@@ -57,9 +60,10 @@ def test_a_drift_outside_the_bound_fails_and_one_across_it_is_inconclusive():
     far = {"slope": -0.9, "ci_low": -1.2, "ci_high": -0.6}
     v = decide(judged(), COORD, BEHIND, far)
     assert v.verdict == "FAIL" and "moves down by 0.90 octave" in v.reason
-    wide = {"slope": -0.2, "ci_low": -0.7, "ci_high": 0.3}
+    wide = {"slope": -0.1, "ci_low": -0.6, "ci_high": 0.4}
     v = decide(judged(), COORD, BEHIND, wide, seeds=2, steps=60, widths=3)
-    assert v.verdict == "INCONCLUSIVE" and "more seeds (now 2)" in v.advice[0]
+    # half-width 0.5 must shrink below 0.25 - 0.1 = 0.15: (0.5 / 0.15)^2 x 2 seeds = 23
+    assert v.verdict == "INCONCLUSIVE" and "about 23 seeds in all (now 2)" in v.advice[0]
     edge = {"slope": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
             "n_edge": 1, "note": "1 of 3 optima on the grid edge"}
     v = decide(judged(), COORD, BEHIND, edge)
@@ -107,3 +111,100 @@ def test_the_logits_name_the_readout_even_when_it_is_tied_to_the_embedding():
     tied = {**BEHIND, "logits": {"tok.weight": "embedding"}}
     v = decide(judged(("logits", 0, "h", 0.5)), COORD, tied, None)
     assert v.named_role == "readout" and "lacks its 1/m multiplier" in v.reason
+
+
+def test_the_transfer_stage_is_an_equivalence_test_against_the_tolerance():
+    from mutransfer.analysis.checkverdict import equivalence, seeds_to_decide
+
+    assert equivalence(-0.1, 0.2, 0.25) == "PASS"
+    assert equivalence(-0.3, 0.2, 0.25) == "" and equivalence(0.3, 0.9, 0.25) == "FAIL"
+    assert equivalence(float("nan"), 0.1, 0.25) == ""
+    tight = {"slope": 0.0, "ci_low": -0.1, "ci_high": 0.1}
+    assert decide(judged(), COORD, BEHIND, tight, tolerance=0.12).verdict == "PASS"
+    assert decide(judged(), COORD, BEHIND, tight, tolerance=0.08).verdict == "INCONCLUSIVE"
+    # half-width 0.3 at 2 seeds; a drift of 0 needs it below 0.1: 2 x 9 = 18 seeds
+    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2) == 18
+    assert seeds_to_decide(0.1, -0.2, 0.4, 0.1, 2) is None  # on the bound: never decided
+
+
+def param_slopes(*off):
+    """Per-parameter exponent rows (analysis/updates.py's columns) of two tensors, each at
+    its expected exponent; `off`: (param, kind, step, slope) put elsewhere."""
+    rows = []
+    for name, role, init, update in (("blocks.0.fc.weight", "hidden", -0.5, -0.5),
+                                     ("head.weight", "readout", 0.0, 0.0)):
+        rows.append((name, role, "init", 0, init))
+        rows += [(name, role, "update", t, update) for t in (1, 2)]
+    df = pd.DataFrame(rows, columns=["quantity", "role", "kind", "step", "expected"])
+    df = df.assign(parameterization="mup", layer=-1, slope=df["expected"], se=0.01, df=6.0)
+    for name, kind, step, slope in off:
+        sel = (df["quantity"] == name) & (df["kind"] == kind) & (df["step"] == step)
+        df.loc[sel, "slope"] = slope
+    return df.assign(excess=((df["slope"] - df["expected"]).abs() - 0.2).clip(lower=0))
+
+
+def test_a_parameter_whose_own_exponent_is_off_is_named_before_any_activation():
+    from mutransfer.analysis.checkverdict import judge_all
+
+    acts = judged().drop(columns="status").assign(df=7.0)
+    sl = judge_all(acts, param_slopes(), 0.2, 0.05)
+    assert decide(sl, COORD, BEHIND, GOOD_DRIFT).verdict == "PASS"
+    sl = judge_all(acts, param_slopes(("head.weight", "update", 1, -1.0),
+                                      ("head.weight", "update", 2, -1.0)), 0.2, 0.05)
+    order = {"blocks.0.fc.weight": 0, "head.weight": 1}
+    v = decide(sl, COORD, BEHIND, GOOD_DRIFT, param_order=order)
+    assert v.verdict == "FAIL" and v.culprit.params == {"head.weight": "readout"}
+    assert "width^-1.00" in v.reason and "implies width^+0.00" in v.reason
+    assert "LR (Adam) exponent is off by -1.00" in v.reason
+    sl = judge_all(acts, param_slopes(("blocks.0.fc.weight", "init", 0, 0.0)), 0.2, 0.05)
+    v = decide(sl, COORD, BEHIND, GOOD_DRIFT, param_order=order)
+    assert v.culprit.label == "blocks.0.fc.weight@init" and "init exponent" in v.reason
+
+
+def test_bad_tolerance_or_a_budget_below_one_seed_set_is_one_line_exit_2(tmp_path, capsys):
+    from mutransfer.cli import main
+
+    for i, check in enumerate(({"tolerance": 0}, {"seeds": [0, 1, 2], "budget": {"seeds": 2}},
+                               {"budget": {"minutes": -1}})):
+        path = tmp_path / f"bad{i}.yaml"
+        path.write_text(yaml.safe_dump({"name": "bad", "model": {"arch": "mamba"},
+                                        "check": check}))
+        out = tmp_path / f"out{i}"
+        assert main(["check", str(path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and not out.exists(), err
+
+
+def test_the_sequential_test_adds_one_seed_set_per_round_up_to_the_budget():
+    spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 7}})
+    assert spec.check.seed_rounds() == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]
+
+
+def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hold(
+        tmp_path, monkeypatch):
+    import mutransfer.commands.check as check
+
+    # the drift's interval narrows as 1/√seeds around -0.01: inside ±0.25 at 6 seeds (± 0.23)
+    def fake_round(spec, out, seeds, deadline, num_cpus):
+        half = 0.4 * (2 / len(seeds)) ** 0.5
+        calls.append(list(seeds))
+        return {"slope": -0.01, "ci_low": -0.01 - half, "ci_high": -0.01 + half}, False
+
+    monkeypatch.setattr(check, "_transfer_round", fake_round)
+    monkeypatch.setattr(check, "_stored_trials", lambda out: (10 * len(calls), 1.0))
+    spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8},
+                                      "tolerance": 0.25})
+    pre = {"steps": 60}
+    calls = []
+    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    assert calls == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]] and r.rounds == 3
+    assert not r.stopped and r.seeds == [0, 1, 2, 3, 4, 5]
+    # 1,000 trial-steps hold the first round (10 trials x 60 steps) but not a second
+    calls = []
+    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(steps=1000), None, time.time(),
+                              0)
+    assert calls == [[0, 1]] and r.stopped == "1,000 trial-steps" and r.rounds == 1
+    calls = []
+    small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})
+    r = check._transfer_stage(small, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    assert len(calls) == 2 and r.stopped == "4 seeds"

@@ -1,12 +1,15 @@
 """`mutransfer check`'s verdict: the coordinate check and the lr* drift, as one answer.
 
-PASS: no coordinate grows or vanishes robustly with width (coordverdict's noise model) and the
-95% interval of the lr* drift (log2 lr* per doubling of width) lies inside ±tolerance.
-FAIL: a robust coordinate violation, or a drift interval wholly outside ±tolerance. The culprit
-is the first robust violation in the order the model computes (earliest step, then forward
-order): its quantity, the parameters behind it and their roles, the direction and the slope,
-with what to change. INCONCLUSIVE: no violation, but the drift interval straddles the bound or
-is missing; it says what to add (seeds, steps, widths, a wider LR grid).
+PASS: no coordinate grows or vanishes robustly with width (coordverdict's noise model), every
+parameter tensor's init and update scale as its role's rule implies (analysis/updates.py), and
+the 95% interval of the lr* drift (log2 lr* per doubling of width) lies inside ±tolerance (an
+equivalence test). FAIL: a robust violation, or a drift interval wholly outside ±tolerance.
+The culprit is a parameter tensor whose own exponent is off when there is one (it names the
+tensor, its role, measured and expected exponents), else the first robust activation violation
+in the order the model computes (earliest step, then forward order): its quantity, the
+parameters behind it and their roles, the direction and the slope, with what to change.
+INCONCLUSIVE: no violation, and the drift interval straddles the bound when the budget ran out
+(or is missing); it says how many seeds would decide it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mutransfer.analysis.coordverdict import excess, judge
+from mutransfer.analysis.coordverdict import excess, judge, label
+from mutransfer.analysis.updates import GOVERNED
 
 # (role, kind, direction) -> what it usually means; kind h: size at init or after training,
 # dh: the update's size; direction: grows / vanishes
@@ -66,6 +70,12 @@ class Culprit:
     se: float
     direction: str  # grows / vanishes
     params: dict[str, str] = field(default_factory=dict)  # name -> role
+    expected: float = math.nan  # a parameter's exponent the table implies (NaN: activation)
+
+    @property
+    def is_param(self) -> bool:
+        """A parameter tensor's own size (init or update), not an activation."""
+        return self.kind in ("init", "update")
 
     @property
     def roles(self) -> list[str]:
@@ -83,6 +93,8 @@ class Culprit:
         return self.roles[0] if self.roles else "?"
 
     def text(self) -> str:
+        if self.is_param:
+            return self._param_text()
         what = "its update " if self.kind == "dh" else ""
         when = f"after step {self.step}" if self.step else "at init"
         names = ", ".join(f"{n} ({r})" for n, r in list(self.params.items())[:4])
@@ -91,6 +103,20 @@ class Culprit:
         return (f"{self.quantity}: {what}{self.direction} as width^{self.slope:+.2f} "
                 f"(± {self.se:.2f}) {when}; behind it: {names or '?'}{more}"
                 + (f": {advice}" if advice else ""))
+
+    def _param_text(self) -> str:
+        role = self.role
+        if self.kind == "init":
+            what, fix = "its init's RMS", "init"
+        elif role in GOVERNED:
+            what, fix = "its relative update ‖ΔW‖/‖W‖", "LR (Adam)"
+        else:
+            what, fix = "its update's RMS", "LR (Adam)"
+        when = "at init" if self.kind == "init" else f"after step {self.step}"
+        off = self.slope - self.expected
+        return (f"parameter {self.quantity} ({role}): {what} scales as width^{self.slope:+.2f}"
+                f" (± {self.se:.2f}) {when}, the {role} rule implies width^"
+                f"{self.expected:+.2f}: its {fix} exponent is off by {off:+.2f}")
 
 
 @dataclass
@@ -143,16 +169,56 @@ def judge_with_logit_floor(sl: pd.DataFrame, tol: float, alpha: float) -> pd.Dat
     return judge(sl, tol, alpha, ex=ex)
 
 
+def judge_all(act: pd.DataFrame, params: pd.DataFrame, tol: float,
+              alpha: float) -> pd.DataFrame:
+    """The activations' slopes (`judge_with_logit_floor`'s rule) and the parameters' exponents
+    (analysis/updates.py: `excess` over expected ± tol), each judged as its own family per
+    parameterization (one-sided t test, Holm at `alpha`): adding the parameters' ~100 tests
+    leaves the activations' verdicts as they were; the chance that a correct model FAILs is
+    at most 2·alpha (at most alpha from each family). `test` says which is which."""
+    act_judged = judge_with_logit_floor(act, tol, alpha).assign(test="activation")
+    if params is None or params.empty:
+        return act_judged
+    ex = params["excess"]
+    param_judged = judge(params.drop(columns="excess"), tol, alpha, ex=ex)
+    return pd.concat([act_judged, param_judged.assign(test="parameter")], ignore_index=True)
+
+
 def forward_order(coord: pd.DataFrame) -> dict[tuple[int, str], int]:
     """(layer, quantity) -> its position in the forward pass (first seen, smallest order)."""
     g = coord.groupby(["layer", "quantity"], sort=False)["order"].min()
     return {k: int(v) for k, v in g.items()}
 
 
+def param_culprit(judged: pd.DataFrame, param_order: dict[str, int]) -> Culprit | None:
+    """The first robust violation of a parameter's own exponent: earliest step (init first),
+    then the model's parameter order."""
+    if "test" not in judged:
+        return None
+    robust = judged[(judged["status"] == "robust") & (judged["test"] == "parameter")]
+    if not len(robust):
+        return None
+    keyed = robust.assign(_o=[param_order.get(q, 10**6) for q in robust["quantity"]])
+    r = keyed.sort_values(["step", "_o"]).iloc[0]
+    when = "init" if r["kind"] == "init" else f"t{int(r['step'])}"
+    return Culprit(label=f"{r['quantity']}@{when}", quantity=r["quantity"], kind=r["kind"],
+                   step=int(r["step"]), slope=float(r["slope"]),
+                   se=float(r["se"]) if np.isfinite(r["se"]) else 0.0,
+                   direction="grows" if r["slope"] > r["expected"] else "vanishes",
+                   params={r["quantity"]: r["role"]}, expected=float(r["expected"]))
+
+
 def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,
-               behind: dict[str, dict[str, str]]) -> Culprit | None:
-    """The first robust violation: earliest step, then first in forward order."""
+               behind: dict[str, dict[str, str]],
+               param_order: dict[str, int] | None = None) -> Culprit | None:
+    """The first robust violation. A parameter's own exponent comes first (it names the
+    tensor: the cause), then the activations: earliest step, then first in forward order."""
+    first = param_culprit(judged, param_order or {})
+    if first is not None:
+        return first
     robust = judged[judged["status"] == "robust"]
+    if "test" in robust:
+        robust = robust[robust["test"] != "parameter"]
     if not len(robust):
         return None
     order = forward_order(coord)
@@ -160,20 +226,46 @@ def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,
                               for r in robust.itertuples()])
     r = keyed.sort_values(["step", "_o", "kind"]).iloc[0]
     name = r["quantity"] if r["layer"] < 0 else f"layer{int(r['layer'])}.{r['quantity']}"
-    from mutransfer.analysis.coordverdict import label
-
     return Culprit(label=label(r), quantity=name, kind=r["kind"], step=int(r["step"]),
                    slope=float(r["slope"]), se=float(r["se"]) if np.isfinite(r["se"]) else 0.0,
                    direction="grows" if r["slope"] > 0 else "vanishes",
                    params=dict(behind.get(name, {})))
 
 
+def seeds_to_decide(slope: float, lo: float, hi: float, tolerance: float,
+                    seeds: int) -> int | None:
+    """Seeds in all that would decide the equivalence test if the drift stayed at `slope`:
+    the interval's half-width shrinks as 1/√seeds (each lr*'s s.e. does), and it decides once
+    it is below |tolerance − |slope||. None when the slope sits on the bound (no number of
+    seeds decides it) or there is no interval."""
+    half = (hi - lo) / 2
+    room = abs(tolerance - abs(slope))
+    if not (math.isfinite(half) and half > 0 and room > 1e-9 and seeds > 0):
+        return None
+    return max(seeds + 1, math.ceil(seeds * (half / room) ** 2))
+
+
+def equivalence(lo: float, hi: float, tolerance: float) -> str:
+    """The transfer stage's equivalence test on the drift's 95% interval: PASS inside
+    ±tolerance, FAIL wholly outside, else undecided ('')."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return ""
+    if -tolerance <= lo and hi <= tolerance:
+        return "PASS"
+    if lo > tolerance or hi < -tolerance:
+        return "FAIL"
+    return ""
+
+
 def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str, str]],
            drift: dict | None, tolerance: float = 0.25, seeds: int = 0, steps: int = 0,
-           widths: int = 0) -> Verdict:
-    """One verdict from the judged coordinate slopes and the drift row (slope, ci_low, ci_high,
-    n_edge, note; None when the transfer stage did not run)."""
-    culprit = culprit_of(judged, coord, behind)
+           widths: int = 0, param_order: dict[str, int] | None = None) -> Verdict:
+    """One verdict from the judged coordinate slopes (activations and parameters) and the
+    drift row (slope, ci_low, ci_high, n_edge, note; None when the transfer stage did not
+    run). The transfer stage is an equivalence test: PASS when the drift's 95% interval lies
+    inside ±tolerance, FAIL when it lies outside; straddling, it is INCONCLUSIVE, with the
+    seeds that would decide it (`seeds`: how many the drift was measured with)."""
+    culprit = culprit_of(judged, coord, behind, param_order)
     counts = {"robust": int((judged["status"] == "robust").sum()),
               "borderline": int((judged["status"] == "borderline").sum()),
               "checked": int(len(judged))}
@@ -182,33 +274,36 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     lo, hi = float(d.get("ci_low", math.nan)), float(d.get("ci_high", math.nan))
     v = Verdict("", "", culprit, slope, lo, hi, **counts)
     has_ci = math.isfinite(lo) and math.isfinite(hi)
-    drift_fail = has_ci and (lo > tolerance or hi < -tolerance)
-    drift_pass = has_ci and -tolerance <= lo and hi <= tolerance
+    test = equivalence(lo, hi, tolerance)
     way = "up" if slope > 0 else "down"
     drift_words = (f"lr* moves {way} by {abs(slope):.2f} octave per doubling of width "
-                   f"(95% interval [{lo:+.2f}, {hi:+.2f}], allowed ±{tolerance:g})"
+                   f"(95% interval [{lo:+.2f}, {hi:+.2f}], tolerance ±{tolerance:g})"
                    if has_ci else f"lr* drift {v.drift_text()}")
-    if culprit is not None or drift_fail:
+    if culprit is not None or test == "FAIL":
         v.verdict = "FAIL"
         parts = []
         if culprit is not None:
             parts.append(culprit.text())
+            others = counts["robust"] - 1
+            if others:
+                parts.append(f"{others} more robust violation{'s' * (others > 1)} "
+                             "(slopes.parquet)")
         if drift is not None:
-            parts.append(drift_words)
+            parts.append(drift_words + (": outside" if test == "FAIL" else ""))
         v.reason = "; ".join(parts)
         if culprit is None:
-            v.advice.append("no coordinate scales robustly, yet the optimum moves: look at "
-                            "the roles' LR exponents (`mutransfer roles CONFIG`)")
+            v.advice.append("no coordinate or parameter scales robustly, yet the optimum "
+                            "moves: look at the roles' LR exponents (`mutransfer roles CONFIG`)")
         return v
-    if drift_pass:
+    if test == "PASS":
         v.verdict = "PASS"
-        v.reason = (f"no coordinate grows or vanishes robustly ({counts['checked']} slopes, "
-                    f"{counts['borderline']} borderline); {drift_words}")
+        v.reason = (f"no coordinate or parameter size scales robustly ({counts['checked']} "
+                    f"slopes, {counts['borderline']} borderline); {drift_words}: inside")
         return v
     v.verdict = "INCONCLUSIVE"
     if drift is None:
         v.reason = "the coordinate check passes, but the transfer stage did not run"
-        v.advice.append("run without --coord-only (or raise --budget) for the lr* drift")
+        v.advice.append("run without --coord-only (or raise the budget) for the lr* drift")
     elif not has_ci:
         v.reason = f"the coordinate check passes, but the lr* drift has no interval " \
                    f"({d.get('note') or 'too few widths with an optimum'})"
@@ -217,8 +312,12 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
         v.advice.append("more seeds (check.seeds) give each lr* an interval")
     else:
         v.reason = (f"the coordinate check passes; {drift_words}: the interval crosses the "
-                    f"bound")
-        v.advice.append(f"more seeds (now {seeds}) narrow each lr*; more steps (now {steps}) "
-                        f"make the loss curves less noisy; more widths (now {widths}) "
-                        f"lengthen the lever arm of the drift fit")
+                    f"bound and the budget ran out")
+        need = seeds_to_decide(slope, lo, hi, tolerance, seeds)
+        if need is None:
+            v.advice.append(f"the drift sits on the bound ±{tolerance:g}: no number of seeds "
+                            "decides it; more widths lengthen the lever arm")
+        else:
+            v.advice.append(f"about {need} seeds in all (now {seeds}) would decide it if the "
+                            f"drift stays at {slope:+.2f}: raise check.budget")
     return v

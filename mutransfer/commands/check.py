@@ -1,13 +1,18 @@
 """`mutransfer check FILE`: does the LR transfer for this model under this parameterization?
 
-Stage 1, the coordinate check across the widths (mutransfer/coord/anymodel.py, judged by
-mutransfer/analysis/coordverdict.py); stage 2, a transfer search over the widths with seeds (a
-sweep, `search: {kind: transfer}`, stored under OUT/sweep and resumable); then one verdict
-(mutransfer/analysis/checkverdict.py): PASS, FAIL naming the culprit, or INCONCLUSIVE saying
-what to change. Exit code 0 PASS, 1 FAIL, 3 INCONCLUSIVE; 2 bad input (nothing written).
-Writes OUT/coord.parquet, slopes.parquet, verdict.json, report.html (and the sweep's own
-report under OUT/sweep/analysis/). A re-run reuses the stored coordinate check (same
-settings) and the stored trials.
+Stage 1, the coordinate check across the widths (mutransfer/coord/anymodel.py: activations and
+every parameter tensor's init and update sizes, judged by analysis/coordverdict.py and
+analysis/updates.py); a robust violation there is final (FAIL, no search). Stage 2, an
+equivalence test of the lr* drift against ±check.tolerance, run sequentially: a transfer search
+over the widths with the first seed set (a sweep, `search: {kind: transfer}`, stored under
+OUT/sweep and resumable), then one more seed set per round while the drift's 95% interval
+straddles the bound and check.budget holds another round. Then one verdict
+(mutransfer/analysis/checkverdict.py): PASS, FAIL naming the culprit, or INCONCLUSIVE (the
+budget ran out) saying how many seeds would decide it. Exit code 0 PASS, 1 FAIL,
+3 INCONCLUSIVE; 2 bad input (nothing written). Writes OUT/coord.parquet, params.parquet,
+slopes.parquet, verdict.json, report.html (and the sweep's own report under
+OUT/sweep/analysis/). A re-run reuses the stored coordinate check (same settings) and the
+stored trials.
 """
 
 from __future__ import annotations
@@ -31,10 +36,10 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--out", default=None, help="output folder (default: the file's storage, "
                                                "else results/check/NAME)")
     p.add_argument("--budget", default=None, metavar="N|Nm",
-                   help="compute budget: trial-steps (e.g. 20000), refused before anything "
-                        "runs when the check needs more; or minutes from the start (e.g. "
-                        "10m): the transfer search stops there (stored, resumable) and the "
-                        "verdict says so")
+                   help="replaces check.budget's: trial-steps (e.g. 20000), refused before "
+                        "anything runs when one seed set needs more; or minutes from the "
+                        "start (e.g. 10m): no seed set starts that is not expected to end "
+                        "before, and a running one stops there (stored, resumable)")
     p.add_argument("--coord-only", action="store_true",
                    help="the coordinate check alone (a FAIL is final; else INCONCLUSIVE)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
@@ -77,7 +82,8 @@ def _trial_configs(spec):
 
 def _settings_key(spec, lr: float) -> str:
     return json.dumps({"trial": spec.trial(0), "coord": spec.check.coord.model_dump(),
-                       "widths": spec.check.widths, "lr": lr}, sort_keys=True, default=str)
+                       "widths": spec.check.widths, "lr": lr, "measures": "params"},
+                      sort_keys=True, default=str)
 
 
 def run(args) -> int:
@@ -120,8 +126,11 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
         if plan.cells else 0
     c = spec.check.coord
     coord_steps = len(configs) * c.steps
-    if budget.steps is not None and coord_steps + least * steps > budget.steps:
-        raise UserError(f"--budget {budget.steps}: the check needs at least "
+    max_steps = budget.steps if budget.steps is not None else spec.check.budget.trial_steps
+    what = "--budget" if budget.steps is not None else "check.budget.trial_steps"
+    if max_steps is not None and coord_steps + least * steps > max_steps:
+        raise UserError(f"{what} {max_steps}: too small for one seed set: the check needs "
+                        f"at least "
                         f"{coord_steps + least * steps:,} trial-steps ({coord_steps} coordinate "
                         f"+ {least} trials x {steps} steps); raise it, or give fewer widths, "
                         f"seeds or steps")
@@ -129,55 +138,64 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
 
 
 def _coord_stage(spec, out: Path, configs, lr: float):
-    """Measure (or reuse the stored measurement with the same settings), then judge."""
+    """Measure (or reuse the stored measurement with the same settings), then judge the
+    activations' slopes and every parameter tensor's init and update exponents together."""
     import pandas as pd
 
-    from mutransfer.analysis.checkverdict import judge_with_logit_floor
+    from mutransfer.analysis.checkverdict import judge_all
     from mutransfer.analysis.coordverdict import slopes
+    from mutransfer.analysis.updates import expected_exponents, update_slopes
     from mutransfer.coord import anymodel
     from mutransfer.data import load_data
+    from mutransfer.param.tables import rules_for
     from mutransfer.statusline import StatusLine
 
     c = spec.check.coord
     key = _settings_key(spec, lr)
     meta = out / "coord.json"
-    if (out / "coord.parquet").exists() and meta.exists() and \
-            json.loads(meta.read_text()).get("key") == key:
+    stored = [out / "coord.parquet", out / "params.parquet", meta]
+    if all(f.exists() for f in stored) and json.loads(meta.read_text()).get("key") == key:
         coord = pd.read_parquet(out / "coord.parquet")
+        sizes = pd.read_parquet(out / "params.parquet")
         behind = json.loads(meta.read_text())["behind"]
         print(f"coordinate check: reusing {out / 'coord.parquet'}")
     else:
         t0 = time.time()
         status = StatusLine(sys.stderr)
-        coord, behind = anymodel.run(configs, load_data(configs[0].data), c.steps,
-                                     c.batch_size, c.seq_len, progress=lambda d, n, what:
-                                     status.draw(f"coordinate check [{d}/{n}] {what}"))
+        coord, behind, sizes = anymodel.run(
+            configs, load_data(configs[0].data), c.steps, c.batch_size, c.seq_len,
+            progress=lambda d, n, what: status.draw(f"coordinate check [{d}/{n}] {what}"))
         status.close()
         out.mkdir(parents=True, exist_ok=True)
         coord.to_parquet(out / "coord.parquet", index=False)
+        sizes.to_parquet(out / "params.parquet", index=False)
         meta.write_text(json.dumps({"key": key, "behind": behind}))
         print(f"coordinate check: {len(configs)} runs x {c.steps} steps, lr {lr:g}, "
               f"{time.time() - t0:.0f} s")
-    judged = judge_with_logit_floor(slopes(coord.drop(columns="order")), c.tolerance, c.alpha)
+    cfg = configs[0]
+    roles = dict(zip(sizes["param"], sizes["role"]))
+    expected = expected_exponents(roles, rules_for(cfg.param), cfg.train.optimizer)
+    judged = judge_all(slopes(coord.drop(columns="order")),
+                       update_slopes(sizes, expected, c.tolerance), c.tolerance, c.alpha)
     judged.to_parquet(out / "slopes.parquet", index=False)
-    return coord, judged, behind
+    order = sizes.groupby("param")["order"].min().to_dict()
+    return coord, judged, behind, order
 
 
-def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
-                    started: float):
-    """Run (or resume) the transfer search; the drift row of its one family, and whether the
-    budget (minutes since `started`, the check's start) stopped it."""
+def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
+                    num_cpus: int | None):
+    """Run (or resume) the transfer search with `seeds`; the drift row of its one family
+    (None when it did not finish), and whether the deadline (time.time()) stopped it."""
     import _thread
 
     from mutransfer.analysis import analyze, make_plots
     from mutransfer.sweep.run import driver
 
+    spec = spec.model_copy(update={"check": spec.check.model_copy(update={"seeds": seeds})})
     storage = str(out / "sweep")
-    print(f"transfer search: {pre['least']}-{pre['most']} trials of {pre['steps']} steps, "
-          f"widths {spec.check.widths}, seeds {spec.check.seeds}", flush=True)
     timer = None
-    if budget.minutes is not None:
-        left = budget.minutes * 60 - (time.time() - started)
+    if deadline is not None:
+        left = deadline - time.time()
         if left <= 0:
             return None, True
         timer = threading.Timer(left, _thread.interrupt_main)
@@ -203,30 +221,107 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
     return (rows[0] if rows else None), False
 
 
+@dataclass
+class Rounds:
+    """What the sequential transfer stage did: the last finished round's drift and seeds,
+    the trials and trial-seconds stored, and why it stopped."""
+
+    drift: dict | None = None
+    seeds: list[int] | None = None
+    rounds: int = 0
+    trials: int = 0
+    trial_seconds: float = 0.0
+    stopped: str = ""  # "" (decided, or every round ran), else what ran out
+
+
+def _stored_trials(out: Path) -> tuple[int, float]:
+    import pandas as pd
+
+    path = out / "sweep" / "trials"
+    if not path.exists():
+        return 0, 0.0
+    t = pd.read_parquet(path, columns=["wall_time_s"])
+    return len(t), float(t["wall_time_s"].sum())
+
+
+def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
+                    started: float, coord_steps: int) -> Rounds:
+    """The equivalence test, sequentially: each round adds a seed set and resumes the
+    search; it stops as soon as the drift's interval decides (inside or outside ±tolerance),
+    or before a round the budget is not expected to hold (its cost: the last round's)."""
+    from mutransfer.analysis.checkverdict import equivalence
+
+    c = spec.check
+    minutes = budget.minutes if budget.minutes is not None else c.budget.minutes
+    max_steps = budget.steps if budget.steps is not None else c.budget.trial_steps
+    deadline = started + minutes * 60 if minutes is not None else None
+    r = Rounds()
+    last_s, last_trials = 0.0, 0
+    for seeds in c.seed_rounds():
+        if r.rounds:
+            if deadline is not None and time.time() + last_s > deadline:
+                r.stopped = f"{minutes:g} min"
+                break
+            if max_steps is not None and \
+                    coord_steps + (r.trials + last_trials) * pre["steps"] > max_steps:
+                r.stopped = f"{max_steps:,} trial-steps"
+                break
+        print(f"transfer search, round {r.rounds + 1}: seeds {seeds}, widths {c.widths} "
+              f"(tolerance ±{c.tolerance:g})", flush=True)
+        t0, before = time.time(), r.trials
+        drift, stopped = _transfer_round(spec, out, seeds, deadline, num_cpus)
+        r.trials, r.trial_seconds = _stored_trials(out)
+        if stopped:
+            r.stopped = f"{minutes:g} min" if minutes is not None else "interrupted"
+            break
+        r.drift, r.seeds, r.rounds = drift, seeds, r.rounds + 1
+        last_s, last_trials = time.time() - t0, r.trials - before
+        lo, hi = (float((drift or {}).get(k, math.nan)) for k in ("ci_low", "ci_high"))
+        if equivalence(lo, hi, c.tolerance) or not (math.isfinite(lo) and math.isfinite(hi)):
+            break  # decided; or no interval, which more seeds of this grid do not give
+    else:
+        r.stopped = f"{c.budget.seeds} seeds"
+    return r
+
+
 def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
     from mutransfer.analysis.checkverdict import decide
 
     t0 = time.time()
-    coord, judged, behind = _coord_stage(spec, out, configs, lr)
-    drift, stopped = None, False
-    if pre is not None:
-        drift, stopped = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0)
+    coord, judged, behind, order = _coord_stage(spec, out, configs, lr)
     c = spec.check
-    v = decide(judged, coord, behind, drift, c.drift_tolerance, seeds=len(c.seeds),
-               steps=int(spec.train.get("steps", 200)), widths=len(c.widths))
-    if stopped:
-        v.advice = [a for a in v.advice if "--coord-only" not in a]
+    r = Rounds()
+    if pre is not None and not (judged["status"] == "robust").any():
+        r = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0,
+                            len(configs) * c.coord.steps)
+    elif pre is not None:
+        print("transfer search: skipped, the coordinate stage already FAILs")
+    n_seeds = len(r.seeds or c.seeds)
+    v = decide(judged, coord, behind, r.drift, c.tolerance, seeds=n_seeds,
+               steps=int(spec.train.get("steps", 200)), widths=len(c.widths),
+               param_order=order)
+    if v.verdict == "INCONCLUSIVE" and r.stopped and r.drift is None:
         v.reason = v.reason.replace("did not run", "did not finish")
-        v.advice.insert(0, f"the budget ({budget.minutes:g} min) stopped the transfer search;"
-                           f" its trials are stored: run again to resume, or raise --budget")
+        v.advice = [f"the budget ({r.stopped}) stopped the transfer search; its trials are "
+                    f"stored: run again to resume, or raise check.budget"]
+    elif v.verdict == "INCONCLUSIVE" and r.stopped:
+        v.reason += f" ({r.stopped}; {r.rounds} round{'s' * (r.rounds > 1)}, seeds "\
+                    f"{_seed_text(r.seeds)})"
     elapsed = time.time() - t0
     print(v.text())
-    _write(out, spec, v, judged, elapsed)
-    print(f"wrote {out / 'verdict.json'}, {out / 'report.html'} ({elapsed:.0f} s)")
+    _write(out, spec, v, judged, elapsed, r)
+    print(f"wrote {out / 'verdict.json'}, {out / 'report.html'} ({elapsed:.0f} s; "
+          f"{r.trials} trials, {r.trial_seconds:.0f} trial-seconds)")
     return EXIT[v.verdict]
 
 
-def _write(out: Path, spec, v, judged, elapsed: float) -> None:
+def _seed_text(seeds: list[int] | None) -> str:
+    if not seeds:
+        return "-"
+    return f"{min(seeds)}-{max(seeds)}" if len(seeds) > 1 else str(seeds[0])
+
+
+def _write(out: Path, spec, v, judged, elapsed: float, r: Rounds) -> None:
     from mutransfer.commands.check_report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -234,9 +329,15 @@ def _write(out: Path, spec, v, judged, elapsed: float) -> None:
               "advice": v.advice, "named_role": v.named_role,
               "culprit": v.culprit.label if v.culprit else None,
               "culprit_params": v.culprit.params if v.culprit else {},
+              "culprit_kind": v.culprit.kind if v.culprit else None,
+              "culprit_slope": _num(v.culprit.slope) if v.culprit else None,
+              "culprit_expected": _num(v.culprit.expected) if v.culprit else None,
               "drift": _num(v.drift), "drift_low": _num(v.drift_low),
               "drift_high": _num(v.drift_high), "robust": v.robust,
-              "borderline": v.borderline, "checked": v.checked, "seconds": round(elapsed, 1)}
+              "borderline": v.borderline, "checked": v.checked, "seconds": round(elapsed, 1),
+              "tolerance": spec.check.tolerance, "seeds": r.seeds, "rounds": r.rounds,
+              "trials": r.trials, "trial_seconds": round(r.trial_seconds, 1),
+              "stopped_by": r.stopped or None}
     (out / "verdict.json").write_text(json.dumps(record, indent=2))
     write_report(out, spec, v, judged)
 

@@ -25,8 +25,12 @@ def write_report(out: Path, spec, v, judged: pd.DataFrame) -> Path:
     except Exception as exc:  # the report must not depend on the figure
         figure = f"<p>(coordinate plot failed: {html.escape(str(exc))})</p>"
     last = int(judged["step"].max())
-    shown = judged[(judged["step"] == last) | (judged["status"] != "ok")]
+    params = judged[judged["test"] == "parameter"] if "test" in judged else judged.iloc[:0]
+    acts = judged.drop(index=params.index)
+    shown = acts[(acts["step"] == last) | (acts["status"] != "ok")]
     cols = ["layer", "quantity", "step", "kind", "slope", "se", "status"]
+    pshown = params[(params["step"] <= 1) | (params["status"] != "ok")]
+    pcols = ["quantity", "role", "kind", "step", "slope", "se", "expected", "status"]
     sweep_report = out / "sweep" / "analysis" / "report.html"
     link = ('<p>Transfer search: <a href="sweep/analysis/report.html">its report</a> '
             '(lr* per width, loss curves).</p>' if sweep_report.exists() else "")
@@ -47,6 +51,9 @@ td,th{{padding:2px 8px;text-align:right}}</style></head><body>
 <h2>Coordinate check</h2>{figure}
 <h3>Slopes of log2 RMS against log2 width (last step, and every non-ok one)</h3>
 {_table(shown[cols])}
+<h3>Parameter tensors: exponent of log2 init RMS (kind init) and of the relative update
+‖ΔW‖/‖W‖ (update; a vector's update RMS) against log2 width, and the rule's</h3>
+{_table(pshown[pcols]) if len(pshown) else "<p>(none measured)</p>"}
 </body></html>"""
     path = out / "report.html"
     path.write_text(body, encoding="utf-8")

@@ -9,9 +9,15 @@
       widths: [64, 128, 256, 512]
       seeds: [0, 1]                       # the transfer search's seeds
       lr: {log2: [-10, -3], per_octave: 1}
-      drift_tolerance: 0.25               # |lr* drift| per doubling of width that passes
+      tolerance: 0.12          # ±δ: the drift (octaves of lr* per doubling) that passes
+      budget: {minutes: 9, seeds: 8}      # how far the sequential test may go
       coord: {steps: 3, seeds: [0, 1, 2, 3], batch_size: 4, seq_len: 32}
       search: {window: 3}      # options of the transfer search (search.kind transfer)
+
+The transfer stage is an equivalence test run sequentially: the search runs with `seeds`; while
+the drift's 95% interval straddles ±tolerance, the next seed set (as many new seeds) is added
+and the search resumes, until the interval decides (PASS inside, FAIL outside) or the budget
+(minutes from the start, trial-steps, or seeds in all) would be exceeded by another round.
 
 A sweep file's sections (`model`, `train`, `data`, `param`) mean what they mean there; the
 transfer stage is a sweep (`search: {kind: transfer}`) stored under STORAGE/sweep.
@@ -22,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
 from mutransfer.configbase import StrictModel, read_yaml, validate
@@ -42,14 +48,52 @@ class CoordStage(StrictModel):
         "family-wise error rate of the coordinate violations (t test, Holm)"))
 
 
+# The drift tolerance (octaves of lr* per doubling of width) that keeps the regret at 8x the
+# tuned width at or below 0.01 nats: a drift d puts the LR 3d octaves off there, and the
+# fitted loss-vs-log2(lr) curves of real 60-step Mamba sweeps (benchmarks/check_tolerance.py)
+# rise by 0.01 nats 0.34-0.41 octave from their optimum, so d <= 0.34 / 3 = 0.11-0.14
+# (docs/models.md, "The transfer stage's tolerance").
+TOLERANCE = 0.12
+
+
+class CheckBudget(StrictModel):
+    """How far the sequential transfer stage may go; another seed set runs only when it is
+    expected to fit. `mutransfer check --budget` replaces minutes or trial_steps."""
+
+    minutes: float | None = Field(9.0, gt=0, description="wall minutes from the check's start")
+    trial_steps: int | None = Field(None, gt=0, description=(
+        "coordinate steps + transfer trials x steps, in all"))
+    seeds: int = Field(8, ge=1, description="seeds in all (the first set included)")
+
+
 class CheckOptions(StrictModel):
     widths: list[int] = Field(default_factory=lambda: [64, 128, 256, 512], min_length=2,
                               max_length=8)
     seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
     lr: LRRange | list[float] = LRRange(log2=(-10, -3), per_octave=1)
-    drift_tolerance: float = Field(0.25, gt=0)
+    tolerance: float = Field(TOLERANCE, gt=0, description=(
+        "±δ: the lr* drift per doubling of width that counts as transfer (equivalence test)"))
+    budget: CheckBudget = CheckBudget()
     coord: CoordStage = CoordStage()
     search: dict[str, Any] = Field(default_factory=lambda: {"window": 3})
+
+    @model_validator(mode="after")
+    def _one_seed_set(self) -> CheckOptions:
+        if self.budget.seeds < len(set(self.seeds)):
+            raise ValueError(f"budget.seeds {self.budget.seeds} is too small for one seed set "
+                             f"({len(set(self.seeds))} seeds in check.seeds)")
+        return self
+
+    def seed_rounds(self) -> list[list[int]]:
+        """The seeds of each round of the sequential test: check.seeds, then as many new
+        seeds per round (the next integers), up to budget.seeds in all."""
+        first = sorted(set(self.seeds))
+        rounds, seeds, nxt = [first], list(first), max(first) + 1
+        while len(seeds) + len(first) <= self.budget.seeds:
+            seeds = seeds + list(range(nxt, nxt + len(first)))
+            nxt += len(first)
+            rounds.append(seeds)
+        return rounds
 
     @field_validator("widths")
     @classmethod

@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
+from mutransfer.coord.updates import snapshot, update_rows
 from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
@@ -136,19 +137,23 @@ def _loss(model: nn.Module, cfg: TrialConfig, spec, batch) -> torch.Tensor:
     return F.mse_loss(out.float(), targets.float())
 
 
-def measure(cfg: TrialConfig, spec, train_batches, probe) -> tuple[list[dict], dict]:
+def measure(cfg: TrialConfig, spec, train_batches, probe
+            ) -> tuple[list[dict], dict, list[dict]]:
     """Train `len(train_batches)` steps from `cfg`'s seed; rows of (step, layer, quantity,
-    rms, drms, order) and, per quantity, the parameter names behind it with their roles."""
+    rms, drms, order), per quantity the parameter names behind it with their roles, and rows
+    of every parameter tensor's init and update size (coord/updates.py) per step."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, spec)
     opt = make_optimizer(model, cfg)
     roles = dict(model.mutransfer_roles)
     params = quantity_params(model, roles)
     skip = readout_modules(model, roles)
-    rows, h0, behind = [], None, {}
+    w0 = snapshot(model)
+    rows, h0, behind, sizes = [], None, {}, []
     for step in range(len(train_batches) + 1):
         model.eval()
         acts = _observe(model, cfg, probe, skip)
+        sizes += update_rows(model, w0, roles, step)  # the weights this forward used
         if h0 is None:
             h0 = acts
             behind = {q: {n: roles[n] for n in params(q)} for q in acts}
@@ -163,27 +168,30 @@ def measure(cfg: TrialConfig, spec, train_batches, probe) -> tuple[list[dict], d
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return rows, behind
+    return rows, behind, sizes
 
 
 def run(configs: list[TrialConfig], source, steps: int, batch_size: int, seq_len: int,
         progress: Callable[[int, int, str], None] | None = None
-        ) -> tuple[pd.DataFrame, dict[str, dict[str, str]]]:
+        ) -> tuple[pd.DataFrame, dict[str, dict[str, str]], pd.DataFrame]:
     """Every config (one per width and seed) measured on the same probe batch, each seed on
-    its own training batches; the long table and the parameters behind each quantity."""
+    its own training batches; the long table, the parameters behind each quantity, and the
+    per-parameter sizes (params.parquet: coord/updates.py's rows with the run's columns)."""
     flush_denormals()  # as every trial does (mutransfer/denormals.py)
     probe = next(source.batches("eval", batch_size, seq_len, seed=1234))
     train: dict[int, list] = {}
-    rows, behind = [], {}
+    rows, behind, sizes = [], {}, []
     for i, cfg in enumerate(configs):
         seed = cfg.train.seed
         if seed not in train:
             it = source.batches("train", batch_size, seq_len, seed=seed)
             train[seed] = [next(it) for _ in range(steps)]
-        measured, quantities = measure(cfg, source.spec, train[seed], probe)
+        measured, quantities, per_param = measure(cfg, source.spec, train[seed], probe)
         behind.update(quantities)
-        rows += [{"parameterization": cfg.param.name, "optimizer": cfg.train.optimizer,
-                  "width": cfg.width, "seed": seed, **r} for r in measured]
+        run_cols = {"parameterization": cfg.param.name, "optimizer": cfg.train.optimizer,
+                    "width": cfg.width, "seed": seed}
+        rows += [{**run_cols, **r} for r in measured]
+        sizes += [{**run_cols, **r} for r in per_param]
         if progress:
             progress(i + 1, len(configs), f"width {cfg.width} seed {seed}")
-    return pd.DataFrame(rows), behind
+    return pd.DataFrame(rows), behind, pd.DataFrame(sizes)
