@@ -19,7 +19,7 @@ Per (store, parameterization, width), for each estimator:
            an interval.
 The same for the drift slope per family. Figures go to stdout and to OUT/real_curves.csv.
 
-  python benchmarks/real_curves.py /work/stores/estimator/real_A [more stores] --out DIR
+  python benchmarks/real_curves.py STORES/real_A [more stores] --out DIR
 """
 
 from __future__ import annotations

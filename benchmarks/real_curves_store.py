@@ -12,7 +12,7 @@ Two phases per shape:
   dense  quarter-octave LRs, +-WINDOW octaves around that optimum, seeds 0-7. The pilot's
          trials that fall on the dense grid are the same trials (same config, same id).
 
-  nice -n 5 python benchmarks/real_curves_store.py --root /work/stores/estimator \
+  nice -n 5 python benchmarks/real_curves_store.py --root STORES \
       --shapes A B --workers 2
 
 Shapes: A = the quickstart's model (n_layer 2, d_state 16, 60 steps, batch 8 x 64, cosine,
