@@ -43,7 +43,8 @@ def check_device(device: torch.device) -> None:
                         "use scan backend 'auto' on the CPU")
 
 
-def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
+def as_float32(t: torch.Tensor | None) -> torch.Tensor | None:
+    """mamba_ssm's kernels want A, D and the Δ bias in float32."""
     return None if t is None else t.float()
 
 
@@ -52,8 +53,8 @@ def selective_scan_mamba_ssm(u, delta, A, B, C, D=None, z=None, delta_bias=None,
     """Selective scan by mamba_ssm's CUDA kernels, with the signature of `selective_scan`."""
     scan = load_selective_scan_fn()
     check_device(u.device)
-    out = scan(u, delta, _f32(A), B, C, D=_f32(D), z=z, delta_bias=_f32(delta_bias),
-               delta_softplus=bool(delta_softplus))
+    out = scan(u, delta, as_float32(A), B, C, D=as_float32(D), z=z,
+               delta_bias=as_float32(delta_bias), delta_softplus=bool(delta_softplus))
     if return_states:
         return out, reference_states(u, delta, A, B, C, delta_bias, delta_softplus)
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 from mutransfer.errors import UserError
-from mutransfer.ops.mamba_ssm_scan import INSTALL
+from mutransfer.ops.mamba_ssm_scan import INSTALL, as_float32, check_device
 
 
 def load_chunk_scan():
@@ -26,13 +26,6 @@ def load_chunk_scan():
 def ssd_mamba_ssm(x, dt, A, B, C, D=None, dt_bias=None, dt_softplus=True, chunk_size=64):
     """y (b, L, h, p) by mamba_ssm's fused chunk scan."""
     scan = load_chunk_scan()
-    if x.device.type != "cuda":
-        raise UserError(f"scan backend 'mamba_ssm' needs CUDA tensors (got {x.device.type}); "
-                        "use scan backend 'auto' on the CPU")
-    return scan(x, dt, _f32(A), B, C, chunk_size, D=_f32(D), dt_bias=_f32(dt_bias),
-                dt_softplus=bool(dt_softplus))
-
-
-def _f32(t):
-    """mamba_ssm wants A, D and the Δ bias in float32."""
-    return None if t is None else t.float()
+    check_device(x.device)
+    return scan(x, dt, as_float32(A), B, C, chunk_size, D=as_float32(D),
+                dt_bias=as_float32(dt_bias), dt_softplus=bool(dt_softplus))
