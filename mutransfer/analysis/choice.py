@@ -26,6 +26,7 @@ import yaml
 
 from mutransfer.analysis_defaults import TOKEN_SOURCES
 from mutransfer.errors import UserError
+from mutransfer.results.schema import stored_config
 
 TARGET_DEFAULT = "lr"
 WIDTH = "width"
@@ -100,12 +101,7 @@ def sweep_section(yaml_text: str | None) -> dict:
 
 
 def _config_value(text: object, path: tuple[str, ...]) -> object:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
+    doc: object = stored_config(text)
     for key in path:
         if not isinstance(doc, dict):
             return None

@@ -18,12 +18,12 @@ releases add fields) and says how many trials it left out.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pandas as pd
 
 from mutransfer.results.later_fields import without_later_fields
+from mutransfer.results.schema import stored_config
 
 # the depth of the keys compared: the config's sections and their fields
 SHAPE_DEPTH = 2
@@ -31,13 +31,8 @@ SHAPE_DEPTH = 2
 
 def config_fields(config_json: object) -> frozenset[str] | None:
     """The dotted keys of a stored config down to SHAPE_DEPTH; None when there is none."""
-    if not isinstance(config_json, str) or not config_json:
-        return None
-    try:
-        config = json.loads(config_json)
-    except ValueError:
-        return None
-    if not isinstance(config, dict):
+    config = stored_config(config_json)
+    if config is None:
         return None
     config = without_later_fields(config)
     keys = set()

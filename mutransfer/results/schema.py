@@ -10,6 +10,7 @@ come after `optimizer`; their types are chosen once per sweep from all their val
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -139,3 +140,15 @@ def _cell(value: Any, typ: pa.DataType) -> Any:
     if pa.types.is_boolean(typ):
         return bool(value)
     return value
+
+
+def stored_config(text: object) -> dict[str, Any] | None:
+    """A trial's `config` column (its resolved config as JSON text) as a dict; None for a
+    trial without one (a null, an empty or unreadable text, JSON that is not an object)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return None
+    return config if isinstance(config, dict) else None
