@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ValidationError
 
 from mutransfer.analysis.coordplot import plot_coord_check
 from mutransfer.analysis.coordverdict import (
@@ -23,6 +24,7 @@ from mutransfer.analysis.coordverdict import (
 from mutransfer.coord.check import check_settings
 from mutransfer.coord.measure import run_coord_check, trial_config
 from mutransfer.coord.settings import CoordSettings
+from mutransfer.errors import UserError, format_validation_error
 
 Progress = Callable[[int, int, str], None]
 
@@ -76,6 +78,21 @@ class CoordResult:
         return self.files
 
 
+def _check_every_model(s: CoordSettings, name: Callable[[str], str]) -> None:
+    """Build every config the check will train before any work: overrides and model fields
+    first (at the first point, the error as pydantic words it), then each width or depth,
+    whose own refusal (a Mamba-2 head dim that does not divide that width) names it."""
+    first, *rest = s.points()
+    for param in s.params:
+        trial_config(s, param, first[0], 0, first[1])
+        for width, depth in rest:
+            try:
+                trial_config(s, param, width, 0, depth)
+            except ValidationError as exc:
+                at = f"{name('depths')} {depth}" if s.depths else f"{name('widths')} {width}"
+                raise UserError(f"{at}: {format_validation_error(exc)}") from None
+
+
 def coord_check(settings: CoordSettings | None = None, *, progress: Progress | None = None,
                 name: Callable[[str], str] = str) -> CoordResult:
     """Run a coordinate check: every (parameterization, width or depth, seed) model trained
@@ -86,9 +103,7 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
 
     s = settings or CoordSettings()
     check_settings(s, name)
-    for param in s.params:  # overrides and model fields are validated before any work
-        for width, depth in s.points()[-1:]:
-            trial_config(s, param, width, 0, depth)
+    _check_every_model(s, name)
     source = load_data(DataConfig())
     t0 = time.time()
     coord = run_coord_check(s, source, progress=progress)

@@ -182,6 +182,36 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     assert not (tmp_path / "out").exists()
 
 
+MAMBA2 = ["--model", "arch=mamba2", "--param", "sp", "--seeds", "0", "--steps", "1",
+          "--n-layer", "1", "--batch-size", "2", "--seq-len", "16"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--model", "mamba2.headdim=12", "--widths", "32", "64"],
+     "mamba2.headdim 12 does not divide d_inner 64"),
+    (["--model", "mamba2.headdim=32", "--widths", "16", "24", "32"],
+     "--widths 24: Value error, mamba2: headdim 32 does not divide d_inner 48"),
+])
+def test_a_mamba2_head_dim_that_does_not_divide_a_width_is_refused_before_any_work(
+        tmp_path, capsys, argv, needle):
+    """A dotted --model field reaches the nested option; every width is built before the
+    first model trains, and the refusal names the width."""
+    code = main(["coord-check", "--out", str(tmp_path / "out"), *MAMBA2, *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err and "\n" not in err and "[1/" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dotted_model_field_sets_the_mamba2_head_dim(tmp_path):
+    """headdim 8 at width 16 (4 heads); the default head dim 64 does not divide d_inner 32."""
+    out = tmp_path / "cc"
+    code = main(["coord-check", "--out", str(out), *MAMBA2, "--model", "mamba2.headdim=8",
+                 "--widths", "16", "32"])
+    assert code == 0
+    assert set(pd.read_parquet(out / "coord.parquet").width) == {16, 32}
+
+
 @pytest.mark.slow
 def test_coord_check_command_writes_tables_figure_and_verdicts(tmp_path, capsys):
     out = tmp_path / "cc"

@@ -62,7 +62,7 @@ def add_arguments(p, name: str) -> None:
                    help="override a table entry, e.g. mup_ssm.ssm_B.lr_adam_m=-0.5 "
                    "(default: none; repeatable)")
     p.add_argument("--model", dest="model", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a model config field, e.g. tie_embeddings=false, embedding_std=1 "
+                   help="a model config field, e.g. tie_embeddings=false, mamba2.headdim=8 "
                    "(default: none; repeatable)")
     p.add_argument("--out", default="results/coord_check",
                    help="output folder; RESULTS_DIR/coord_check puts it in that study's report "
@@ -93,12 +93,17 @@ def _parse_overrides(items: list[str]) -> dict:
 
 
 def _parse_model(items: list[str]) -> dict:
-    from mutransfer.configbase import parse_set
+    """Model fields; a dotted one (mamba2.headdim=8, dt_init.kappa=2) sets a nested field, as
+    `mutransfer train --set model.mamba2.headdim=8` does."""
+    from mutransfer.configbase import parse_set, set_dotted
 
     for item in items:
         if "=" not in item:
             raise UserError(f"--model {item!r}: expected FIELD=VALUE")
-    return dict(parse_set(items))
+    out: dict = {}
+    for key, value in parse_set(items):
+        set_dotted(out, key, value)
+    return out
 
 
 def _parse_depth_fields(items: list[str]) -> dict:
