@@ -8,6 +8,7 @@ import yaml
 
 from mutransfer.cli import main
 from mutransfer.config import TrialConfig
+from mutransfer.coord.anymodel import quantity_params
 from mutransfer.data import load_data
 from mutransfer.models.build import build_model
 from mutransfer.models.mamba2 import GatedRMSNorm, Mamba2Mixer
@@ -76,6 +77,23 @@ def test_every_parameter_has_its_role():
         "in_proj_dt.weight": "hidden", "conv1d.weight": "vector", "conv1d.bias": "vector",
         "dt_bias": "vector", "A_log": "vector", "D": "vector", "norm.weight": "vector",
         "out_proj.weight": "hidden"}
+
+
+def test_the_check_names_the_tensors_behind_each_quantity_mamba2_records():
+    """`mutransfer check` says which tensors feed a failing quantity (`behind it: ...`)."""
+    model = built(cfg())
+    behind = quantity_params(model, dict(model.mutransfer_roles))
+    with torch.no_grad(), tracing() as acts:
+        model(torch.randint(0, 256, (1, 16)))
+    mixer = "layers.0.mixer."
+    named = {q.removeprefix("layer0."): {n.removeprefix(mixer) for n in behind(q)}
+             for q in acts if q.startswith("layer0.")}
+    assert named == {
+        "in_proj": {"in_proj_zx.weight"}, "conv": {"conv1d.weight", "conv1d.bias"},
+        "delta": {"in_proj_dt.weight", "dt_bias"}, "B": {"in_proj_B.weight"},
+        "C": {"in_proj_C.weight"}, "ssm_state": {"in_proj_B.weight", "in_proj_dt.weight"},
+        "ssm_state_out": {"in_proj_C.weight", "in_proj_B.weight"}, "ssm_out": {"D"},
+        "block_out": {"out_proj.weight"}}
 
 
 def test_reference_init_of_dt_bias_and_a():

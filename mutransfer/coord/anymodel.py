@@ -27,10 +27,14 @@ from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
 from mutransfer.param.roles import owners
 
-# what feeds each quantity the built-in models record (layer i's module, by name suffix)
-TRACED = {"embedding": ["embedding"], "in_proj": ["in_proj"], "conv": ["conv1d"],
-          "delta": ["dt_proj", "x_proj_dt"], "B": ["x_proj_B"], "C": ["x_proj_C"],
-          "ssm_state": ["x_proj_B", "dt_proj"], "ssm_state_out": ["x_proj_C", "x_proj_B"],
+# what feeds each quantity the built-in models record (layer i's module, by name suffix):
+# Mamba's names (x_proj_B, dt_proj, ...) and Mamba-2's (in_proj_B, in_proj_dt, dt_bias, ...);
+# a suffix matches a whole name part, so `in_proj` is not `in_proj_B`
+TRACED = {"embedding": ["embedding"], "in_proj": ["in_proj", "in_proj_zx"], "conv": ["conv1d"],
+          "delta": ["dt_proj", "x_proj_dt", "in_proj_dt", "dt_bias"],
+          "B": ["x_proj_B", "in_proj_B"], "C": ["x_proj_C", "in_proj_C"],
+          "ssm_state": ["x_proj_B", "dt_proj", "in_proj_B", "in_proj_dt"],
+          "ssm_state_out": ["x_proj_C", "x_proj_B", "in_proj_C", "in_proj_B"],
           "ssm_out": ["D"], "block_out": ["out_proj"], "logits": ["<readout>"],
           "u": ["in_proj"], "y": ["B", "C"]}
 _LAYER = re.compile(r"^layer(\d+)\.(.+)$")
