@@ -52,3 +52,15 @@ def test_trials_of_the_earlier_release_and_this_one_are_one_generation():
     trials = pd.DataFrame({"config": [json.dumps(old), json.dumps(new)]})
     kept, note = one_generation(trials)
     assert note is None and len(kept) == 2
+
+
+def test_cells_that_set_a_later_field_and_cells_that_leave_it_are_one_generation():
+    """sweeps/depth_rule.yaml's param axis: completep, and completep with depth_exponents set.
+    Only the first is stored without the field; the analysis read only it and dropped the
+    other cells as "another generation"."""
+    configs = [_config(depth="completep"),
+               _config(depth="completep", depth_exponents={"hidden": {"lr_adam": 0.375}}),
+               _config(depth="completep", depth_alpha=0.75)]
+    trials = pd.DataFrame({"config": [json.dumps(c.model_dump(mode="json")) for c in configs]})
+    kept, note = one_generation(trials)
+    assert note is None and len(kept) == 3

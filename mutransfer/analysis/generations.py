@@ -9,8 +9,11 @@ their stored configs have the same fields: the keys of the config's sections (`t
 purpose: they are free-form mappings (`param.overrides`, `model.options`, `model.roles`) whose
 keys vary with the cell's values within one release. A changed default that adds no field is
 not seen here (the stored values alone cannot tell it from an edited sweep file). A field
-added at the value that reproduces the earlier code (results/later_fields.py) keeps its
-trials in the earlier generation, as it keeps their ids.
+listed in results/later_fields.py is left out of the comparison whatever its value: at the
+value that reproduces the earlier code its trials are the earlier generation's (as their ids
+are); at another value they are cells the earlier release could not run, so they duplicate
+none of its trials (and one sweep whose axis sets the field on some cells only, as
+sweeps/depth_rule.yaml's `param` axis does, is one generation).
 
 The analysis reads the generation with the most trials (on a tie, the one with more fields:
 releases add fields) and says how many trials it left out.
@@ -22,7 +25,7 @@ from collections import Counter
 
 import pandas as pd
 
-from mutransfer.results.later_fields import without_later_fields
+from mutransfer.results.later_fields import LATER_FIELDS
 from mutransfer.results.schema import stored_config
 
 # the depth of the keys compared: the config's sections and their fields
@@ -34,12 +37,11 @@ def config_fields(config_json: object) -> frozenset[str] | None:
     config = stored_config(config_json)
     if config is None:
         return None
-    config = without_later_fields(config)
     keys = set()
     for name, value in config.items():
         keys.add(name)
         if isinstance(value, dict) and SHAPE_DEPTH > 1:
-            keys.update(f"{name}.{field}" for field in value)
+            keys.update(f"{name}.{field}" for field in value if (name, field) not in LATER_FIELDS)
     return frozenset(keys)
 
 
