@@ -100,7 +100,7 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
         # one LR on a side of the optimum: where the curve turns there rests on one point
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
     dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
-    df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
+    df_fit = int(fit.n_points[0]) - N_PARAMS
     rss, scale = residual_variance(log2_lr, curve, fit)
     has_var = seed_var is not None and bool(np.isfinite(seed_var).any())
     model_var = model_variance(log2_lr, fit, seed_var if has_var else None)
