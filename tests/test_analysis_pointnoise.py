@@ -10,6 +10,7 @@ from mutransfer.analysis import analyze
 from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
 from mutransfer.analysis.fit import fit_optimum
 from mutransfer.analysis.pointnoise import PRIOR_DF, point_variance, smooth_model
+from mutransfer.analysis.views import view_lr_opt
 from mutransfer.results.store import Tables
 
 X = np.arange(-10.0, -2.9, 0.5)   # half-octave grid, optimum near -6.6
@@ -82,6 +83,8 @@ def test_lr_star_reports_how_far_one_lr_moves_it():
     row = a.lr_opt.iloc[0]
     half = np.log2(row.ci_high / row.ci_low) / 2
     assert 0 < row.one_lr_shift < half and not row.one_lr_flag
+    # analyze's printed table carries it (octaves; '!' would flag a shift beyond half-width)
+    assert view_lr_opt(a)["one-LR shift"].iloc[0] == f"{row.one_lr_shift:.2f}"
 
 
 def test_two_seeds_at_one_width_get_an_interval_from_each_lrs_scatter():
