@@ -30,7 +30,7 @@ def test_a_parabola_gives_its_vertex_on_any_grid_spacing(step):
 def test_on_a_lopsided_curve_lr_star_barely_moves_with_the_grids_offset_or_step():
     """The parabola's bias on a lopsided curve (k = 0.5, as real curves rise) depends on the
     window, which is centred on the optimum and not on the grid: every offset of a
-    half-octave grid, and a one-octave grid, read the same lr* within 0.02 octave, on the
+    half-octave grid, and a one-octave grid, read the same lr* within 0.03 octave, on the
     shallow side of the true minimum and within 0.2 octave of it."""
     found = []
     for step in (0.5, 1.0):
@@ -38,7 +38,7 @@ def test_on_a_lopsided_curve_lr_star_barely_moves_with_the_grids_offset_or_step(
             x = np.arange(-14.0, -1.0, step) + shift
             found.append(fit_optimum(x, lopsided(x, -7.3, k=0.5)[None, :]).log2_lr[0])
     found = np.array(found)
-    assert np.ptp(found) < 0.02
+    assert np.ptp(found) < 0.03
     assert np.all((found < -7.3) & (found > -7.5))
 
 

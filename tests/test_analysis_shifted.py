@@ -97,11 +97,13 @@ def test_where_the_grid_ends_does_not_move_lr_star():
         assert all(np.log2(r.ci_low) <= x <= np.log2(r.ci_high) for x in lr), (r, lr)
 
 
-def test_one_lr_above_the_optimum_locates_it_without_an_interval():
+def test_one_lr_above_the_optimum_locates_it_says_so_and_its_interval_holds_the_full_grids():
     """A one-octave grid 2^-9.5..2^-5.5 ends half an octave above lr* ~ 2^-6.1: one LR above
-    it fixes nothing of the curve's shape there, so lr* is a parabola's vertex without an
-    interval, and the note says what to do."""
+    it is all that shows the curve rising there. lr* is still the parabola's vertex with an
+    interval (on real sub-grids such intervals held the dense lr*: benchmarks/real_curves.py),
+    which holds the longer grid's answer; the note says to extend the range."""
     r = fit_range(-10, -5, offset=2)
-    assert r.method == "parabola" and np.isnan(r.ci_low)
+    longer = fit_range(-10, -3, offset=2)
+    assert r.method == "parabola"
+    assert np.log2(r.ci_low) < np.log2(longer.lr_opt) < np.log2(r.ci_high)
     assert "one trained LR on a side of lr*" in r.note and "extend the LR range" in r.note
-    assert abs(np.log2(r.lr_opt) - np.log2(fit_range(-10, -3).lr_opt)) < 0.25

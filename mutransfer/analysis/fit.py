@@ -41,7 +41,11 @@ from mutransfer.analysis_defaults import FIT_WINDOW
 
 WINDOW_STEPS = 5.0     # the window: this many grid steps (grid_window), at least `window`
 OUTER_ITERATIONS = 40  # moves of the window; a fixed point is reached in a handful
-MIN_SIDE = 2           # window LRs wanted on each side of lr* for an interval (intervals.py)
+# window LRs on each side of lr* below which its note says the curve's rise there rests on one
+# point (it still has an interval: on dense store B, intervals given also then held the dense
+# lr* 0.95-1.00 of the time and came on 0.76-0.83 of the half-octave sub-grids, against
+# 0.59-0.60 when they were withheld; benchmarks/README.md "lr* on real curves")
+MIN_SIDE = 2
 TOL = 1e-7             # octaves: the optimum has stopped moving
 N_PARAMS = 3           # c, A, v
 

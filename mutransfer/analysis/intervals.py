@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mutransfer.analysis.fit import (
-    MIN_SIDE,
     N_PARAMS,
     OptimumFit,
     model_variance,
@@ -96,8 +95,7 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
     lr* refitted without each seed; `seed_var` (L,): the variance of one seed's loss at each
     LR, pointnoise.py, NaN with one seed; `n_loss` (L,): the seeds that trained there;
     `tau2`: the variance of each LR's own effect, common to its seeds)."""
-    if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
-        # one LR on a side of the optimum: where the curve turns there rests on one point
+    if not fit.fitted[0]:
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
     dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
     df_fit = int(fit.n_points[0]) - N_PARAMS
