@@ -32,7 +32,7 @@ DOUBLINGS = 3  # 8x width
 def misplacement(params: np.ndarray, regret: float, side: float) -> float:
     """Octaves from the fitted optimum (towards `side`, ±1) at which the curve has risen by
     `regret`; NaN when it never does within 4 octaves."""
-    c, _, _, v = params
+    v = params[-1]
     xs = v + side * np.linspace(0.0, 4.0, 4001)
     rise = model(xs, params[None, :])[0] - model(np.array([v]), params[None, :])[0, 0]
     above = np.flatnonzero(rise >= regret)

@@ -13,11 +13,14 @@ Two phases per shape:
          trials that fall on the dense grid are the same trials (same config, same id).
 
   nice -n 5 python benchmarks/real_curves_store.py --root STORES \
-      --shapes A B --workers 2
+      --shapes A B C --workers 2
 
 Shapes: A = the quickstart's model (n_layer 2, d_state 16, 60 steps, batch 8 x 64, cosine,
 warmup 6, stdlib text) at base width 32; B = the same with n_layer 1 and 30 steps (a third
-of A's cost: another shape and another length).
+of A's cost: another shape and another length); C = n_layer 1 at 60 steps, widths 16/32/64
+(base 16), dense window +-2.75 octaves so that the one-octave five-point grids hold the
+optimum >= 1 octave inside at every offset. `--window W` widens a shape's dense window
+(B was made at 1.5; rerun with 2.5 to add LRs at both ends: the trials it holds are kept).
 """
 
 from __future__ import annotations
@@ -37,11 +40,12 @@ from mutransfer.sweep.plan.cells import build_plan
 from mutransfer.sweep.plan.spec import SweepSpec
 from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 
-WIDTHS = (32, 64, 128)
+WIDTHS = {"A": (32, 64, 128), "B": (32, 64, 128), "C": (16, 32, 64)}
 PARAMS = ("sp", "mup_ssm")
 PILOT_SEEDS = (0, 1)
 DENSE_SEEDS = tuple(range(8))
-WINDOW = 1.5  # octaves each side of the pilot's optimum on the dense grid
+# octaves each side of the pilot's optimum on the dense grid
+WINDOW = {"A": 1.5, "B": 1.5, "C": 2.75}
 PILOT_LOG2 = {"sp": (-9.0, -3.0), "mup_ssm": (-8.0, -2.0)}
 
 BASE: dict[str, Any] = {
@@ -53,6 +57,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     "A": {"model": {"arch": "mamba", "n_layer": 2, "d_state": 16, "base_width": 32}},
     "B": {"model": {"arch": "mamba", "n_layer": 1, "d_state": 16, "base_width": 32},
           "train": {**BASE["train"], "steps": 30}},
+    "C": {"model": {"arch": "mamba", "n_layer": 1, "d_state": 16, "base_width": 16}},
 }
 
 
@@ -101,10 +106,13 @@ def half_octaves(lo: float, hi: float) -> list[float]:
 
 
 def pilot_optimum(store: str, param: str, width: int) -> float:
-    """log2 of the pilot's optimum: the lowest mean final loss over seeds, on a 3-point
-    running mean (rounded to a quarter octave), widened if it sits at the range's edge."""
+    """log2 of the pilot's optimum: the lowest mean final loss over the pilot's seeds and
+    LRs only (so that a store the dense phase has filled gives the same centre again), on a
+    3-point running mean, rounded to a quarter octave."""
     trials = Store(store).tables().trials
-    sel = trials[(trials["parameterization"] == param) & (trials["width"] == width)]
+    pilot = {float(2.0 ** x) for x in half_octaves(*PILOT_LOG2[param])}
+    sel = trials[(trials["parameterization"] == param) & (trials["width"] == width)
+                 & trials["seed"].isin(PILOT_SEEDS) & trials["lr"].isin(pilot)]
     means = sel.groupby("lr")["final_eval_loss"].mean()
     x = np.log2(means.index.to_numpy(float))
     y = means.to_numpy(float)
@@ -119,17 +127,20 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["A", "B"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=len(DENSE_SEEDS))
+    ap.add_argument("--window", type=float, default=None,
+                    help="octaves each side of the pilot optimum (default: the shape's)")
     args = ap.parse_args()
     for shape in args.shapes:
         store = str(Path(args.root) / f"real_{shape}")
         Store(store).ensure_writable()
-        pilot = [u for p in PARAMS for w in WIDTHS
+        window = WINDOW[shape] if args.window is None else args.window
+        pilot = [u for p in PARAMS for w in WIDTHS[shape]
                  for u in units(shape, p, w, half_octaves(*PILOT_LOG2[p]), PILOT_SEEDS)]
         run_all(pilot, store, f"real_{shape}", args.workers, f"shape {shape} pilot")
         for p in PARAMS:
-            for w in WIDTHS:
+            for w in WIDTHS[shape]:
                 centre = pilot_optimum(store, p, w)
-                lo, hi = centre - WINDOW, centre + WINDOW
+                lo, hi = centre - window, centre + window
                 grid = [lo + 0.25 * k for k in range(int(round((hi - lo) * 4)) + 1)]
                 print(f"shape {shape} {p} w{w}: pilot optimum 2^{centre:.2f}, dense "
                       f"2^{lo:.2f}..2^{hi:.2f}", flush=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 FIT_POINTS = 5      # LRs nearest the argmin in the quadratic fit
-FIT_WINDOW = 2.5    # octaves: half-width of the window the optimum is fitted in
+FIT_WINDOW = 2.5    # octaves: least half-width of the window the optimum is fitted in
 MIN_NOISE_DF = 2    # degrees of freedom a noise estimate needs before it carries an interval
 COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 width| that passes
 # the config paths that set a trial's training tokens (the `tokens` scale axis)

@@ -116,8 +116,10 @@ def test_written_tables_follow_the_documented_columns(tmp_path):
     assert len(list((tmp_path / "trials").glob("part-*.parquet"))) == len(t.trials)
     a = analyze(tmp_path)
     assert len(a.lr_opt) == 2 and a.fixed == {"model.x": 1}
-    # one seed: the interval comes from the fits' residuals (one df per width)
-    assert (a.lr_opt.ci_method == "fit").all() and (a.lr_opt.ci_df == 2).all()
+    # one seed: the interval comes from the fits' residuals (points in each window less the
+    # parabola's three parameters, summed over the widths)
+    assert (a.lr_opt.ci_method == "fit").all()
+    assert (a.lr_opt.ci_df == (a.lr_opt.n_fit_points - 3).sum()).all()
 
 
 def test_an_axis_set_for_part_of_the_sweep_is_written_as_text(tmp_path):

@@ -66,7 +66,7 @@ def test_optimal_lr_per_width_recovered_with_intervals(analysis):
         r = rows(analysis.lr_opt, p.parameterization)
         truth = np.log2([p.lr_opt(w, WIDTHS[0]) for w in WIDTHS])
         np.testing.assert_allclose(np.log2(r.lr_opt), truth, atol=0.3)
-        assert (r.method == "linex").all()
+        assert (r.method == "parabola").all()
         assert (r.ci_low <= r.lr_opt).all() and (r.lr_opt <= r.ci_high).all()
         assert (r.ci_high > r.ci_low).all()
         assert not r.edge.any()

@@ -8,15 +8,18 @@ import pytest
 
 from mutransfer.analysis import analyze
 from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
-from mutransfer.analysis.fit import fit_optimum, phi
+from mutransfer.analysis.fit import fit_optimum
 from mutransfer.analysis.pointnoise import PRIOR_DF, point_variance, smooth_model
+from mutransfer.analysis.views import view_lr_opt
 from mutransfer.results.store import Tables
 
 X = np.arange(-10.0, -2.9, 0.5)   # half-octave grid, optimum near -6.6
 
 
 def curve(x, v=-6.6, k=1.0, a=0.06):
-    return 3.0 + a * phi(np.asarray(x) - v, np.asarray(k, float))
+    """Rising exponentially above the optimum v, about linearly below (k > 0)."""
+    t = np.asarray(x, float) - v
+    return 3.0 + a * 2.0 * (np.expm1(k * t) - k * t) / k**2
 
 
 def trials(seed_loss: np.ndarray, x=X, width=64) -> pd.DataFrame:
@@ -80,6 +83,8 @@ def test_lr_star_reports_how_far_one_lr_moves_it():
     row = a.lr_opt.iloc[0]
     half = np.log2(row.ci_high / row.ci_low) / 2
     assert 0 < row.one_lr_shift < half and not row.one_lr_flag
+    # analyze's printed table carries it (octaves; '!' would flag a shift beyond half-width)
+    assert view_lr_opt(a)["one-LR shift"].iloc[0] == f"{row.one_lr_shift:.2f}"
 
 
 def test_two_seeds_at_one_width_get_an_interval_from_each_lrs_scatter():

@@ -42,7 +42,7 @@ def by_group(optima: pd.DataFrame):
 
 def test_every_grid_fits_a_located_optimum_with_an_interval(optima):
     assert len(optima) == len(GRIDS) * 4
-    assert (optima.method == "linex").all() and (optima.df == 4).all()
+    assert (optima.method == "parabola").all() and (optima.df == 4).all()
     assert np.isfinite(optima[["low", "high"]]).all().all()
 
 
@@ -93,15 +93,17 @@ def test_where_the_grid_ends_does_not_move_lr_star():
     found = [fit_range(lo, hi) for lo, hi in ((-10, -4), (-8, -3), (-10, -3), (-9, -2))]
     lr = [np.log2(r.lr_opt) for r in found]
     for r in found:
-        assert r.method == "linex"
+        assert r.method == "parabola"
         assert all(np.log2(r.ci_low) <= x <= np.log2(r.ci_high) for x in lr), (r, lr)
 
 
-def test_one_lr_above_the_optimum_locates_it_without_an_interval():
-    """The quickstart's old sp grid, 2^-10..2^-5, ends one octave above lr* ~ 2^-6: one LR
-    above it fixes nothing of the curve's shape there, so lr* is a parabola's vertex without
-    an interval, and the note says what to do."""
-    r = fit_range(-10, -5)
-    assert r.method == "parabola" and np.isnan(r.ci_low)
+def test_one_lr_above_the_optimum_locates_it_says_so_and_its_interval_holds_the_full_grids():
+    """A one-octave grid 2^-9.5..2^-5.5 ends half an octave above lr* ~ 2^-6.1: one LR above
+    it is all that shows the curve rising there. lr* is still the parabola's vertex with an
+    interval (on real sub-grids such intervals held the dense lr*: benchmarks/real_curves.py),
+    which holds the longer grid's answer; the note says to extend the range."""
+    r = fit_range(-10, -5, offset=2)
+    longer = fit_range(-10, -3, offset=2)
+    assert r.method == "parabola"
+    assert np.log2(r.ci_low) < np.log2(longer.lr_opt) < np.log2(r.ci_high)
     assert "one trained LR on a side of lr*" in r.note and "extend the LR range" in r.note
-    assert abs(np.log2(r.lr_opt) - np.log2(fit_range(-10, -3).lr_opt)) < 0.25

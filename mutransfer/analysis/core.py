@@ -33,7 +33,7 @@ class Analysis(GroupAxes):
     widths: list[int]
     n_trials: int                    # trials analysed (failed ones excluded)
     n_failed: int
-    fit_window: float                # octaves: half-width of the window lr* is fitted in
+    fit_window: float                # octaves: least half-width of lr*'s fit window
     cells: pd.DataFrame
     lr_opt: pd.DataFrame
     drift: pd.DataFrame

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mutransfer.analysis.fit import (
-    MIN_SIDE,
     N_PARAMS,
     OptimumFit,
     model_variance,
@@ -42,17 +41,15 @@ from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 SEEDS, POINTS, FIT = "seeds", "points", "fit"
 LEVEL = 0.95
-# sd of lr* over the placements of one grid, per octave of its step: real curves have LR
+# octaves: sd of lr* over the placements of one grid, whatever its step. Real curves have LR
 # effects common to all seeds (on the dense quickstart sweep, mup_ssm width 256, one LR 0.1 nats
-# below the curve in every seed put the four one-octave grids' lr* up to 0.30 octave apart),
-# which no seed's scatter shows. 0.2 brings the 3- and 4-seed intervals of the held-out dense
-# store's half-octave grids to 0.974 / 0.975 coverage (0.1: 0.923 / 0.850;
-# benchmarks/real_curves.py)
-GRID_SD = 0.2
-# ... and no less than at this step (octaves): an LR's own effect is a bump of its own width, so
-# a denser grid samples it more often but the fit still sees it (the quarter-octave grid of that
-# sweep alone put lr* 0.2 octave from the one-octave grid's offset 0.25)
-GRID_STEP_FLOOR = 0.5
+# below the curve in every seed), which no seed's scatter shows. An LR's own effect is a bump of
+# its own width: a denser grid samples it more often but the fit still sees it, and the window
+# of five grid steps averages it over more LRs on a coarser grid. 0.1 octave brings the 3- and
+# 4-seed intervals of dense store B's half-octave sub-grids to 0.973 / 0.948 coverage of the
+# dense lr*, and keeps the one-octave sub-grids' at 1.000 on stores B and C (0.2 on one-octave
+# grids: also 1.000, with intervals 1.5x wider; benchmarks/real_curves.py)
+GRID_SD = 0.1
 # what the plots and captions call these intervals
 INTERVAL_SOURCE = "seeds' jackknife + grid placement"
 
@@ -96,11 +93,10 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
     lr* refitted without each seed; `seed_var` (L,): the variance of one seed's loss at each
     LR, pointnoise.py, NaN with one seed; `n_loss` (L,): the seeds that trained there;
     `tau2`: the variance of each LR's own effect, common to its seeds)."""
-    if not fit.fitted[0] or fit.sides[0] < MIN_SIDE:
-        # one LR on a side of the optimum: where the curve turns there rests on one point
+    if not fit.fitted[0]:
         return Spread(np.full(len(seed_loss), np.nan), math.nan, math.nan, 0.0, 0)
     dev = seed_pulls(left_out, seed_deviations(log2_lr, seed_loss, fit))
-    df_fit = int(fit.n_points[0]) - N_PARAMS[str(fit.shape[0])]
+    df_fit = int(fit.n_points[0]) - N_PARAMS
     rss, scale = residual_variance(log2_lr, curve, fit)
     has_var = seed_var is not None and bool(np.isfinite(seed_var).any())
     model_var = model_variance(log2_lr, fit, seed_var if has_var else None)
@@ -120,9 +116,9 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
 
 
 def grid_sd(step: float) -> float:
-    """sd of lr* over the placements of a grid of this step (octaves): GRID_SD per octave of
-    step, the step taken at least GRID_STEP_FLOOR; 0 where the step is unknown."""
-    return GRID_SD * max(step, GRID_STEP_FLOOR) if np.isfinite(step) else 0.0
+    """sd of lr* over the placements of a grid of this step (octaves): GRID_SD; 0 where the
+    step is unknown (one LR in the window)."""
+    return GRID_SD if np.isfinite(step) else 0.0
 
 
 @dataclass

@@ -240,9 +240,6 @@ def interval_note(g: GroupOptimum) -> str:
     if not g.fit.fitted[0]:
         return ("no interval: the curve has no minimum inside its window (too few LRs trained "
                 "around the argmin, or the loss does not rise on both sides)")
-    if g.fit.sides[0] < MIN_SIDE:
-        return ("no interval: one trained LR on a side of lr* inside its window, so the "
-                "curve's shape there rests on one point: extend the LR range or refine it")
     if not np.isfinite(g.spread.model_var):
         return "no interval: the LRs inside the window do not locate the optimum"
     return f"no interval: {g.noise.why}"
@@ -254,6 +251,9 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
     lo, hi = g.interval_log2()
     partial, not_run = s.partial[0], ~s.run[0]
     notes = [g.edge_hint, interval_note(g)]
+    if g.fit.fitted[0] and g.fit.sides[0] < MIN_SIDE:
+        notes.append("one trained LR on a side of lr* inside its window, so the curve's rise "
+                     "there rests on one point: extend the LR range or refine it")
     if np.isfinite(hi - lo) and g.one_lr_shift > (hi - lo) / 2:
         notes.append(f"one LR moves lr* by {g.one_lr_shift:.2f} octave, more than the "
                      "interval's half-width: refine the grid around lr*")
@@ -270,8 +270,7 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "se_log2": g.stderr,
         "ci_method": g.noise.source if np.isfinite(g.stderr) else "",
         "ci_df": g.noise.df if np.isfinite(g.stderr) else 0,
-        "method": (str(g.fit.shape[0]) if fitted else "argmin") if am >= 0 else "none",
-        "asymmetry": float(g.fit.params[0, 2]) if fitted else np.nan,
+        "method": ("parabola" if fitted else "argmin") if am >= 0 else "none",
         "curvature": float(g.fit.params[0, 1]) if fitted else np.nan,
         "n_fit_points": int(g.fit.n_points[0]) if fitted else 0,
         "one_lr_shift": g.one_lr_shift,

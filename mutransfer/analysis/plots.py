@@ -12,7 +12,6 @@ from matplotlib.lines import Line2D
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
-from mutransfer.analysis.fit import phi
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
@@ -79,7 +78,7 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
         return
     v = math.log2(o["lr_opt"])
     x = np.linspace(v - window, v + window, 80)
-    y = o["loss_at_opt"] + o["curvature"] * phi(x - v, np.float64(o["asymmetry"]))
+    y = o["loss_at_opt"] + o["curvature"] * (x - v) ** 2
     keep = y <= top
     ax.plot(2.0 ** x[keep], y[keep], "--", lw=0.9, color=color, alpha=0.8, zorder=2)
 

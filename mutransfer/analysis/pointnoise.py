@@ -97,7 +97,7 @@ def lack_of_fit(log2_lr: np.ndarray, curve: np.ndarray, mean_var: np.ndarray,
     with w_j the fit's weights (window x 1 / e_j, e_j the seeds' variance of the mean) and
     Q = sum w_j r_j^2, tau^2 = (Q - (n - p)) / (sum w - sum w^2 / sum w), 0 when negative."""
     inside = fit.weights[0] > 0
-    n, p = int(inside.sum()), N_PARAMS[str(fit.shape[0])] if fit.fitted[0] else 0
+    n, p = int(inside.sum()), N_PARAMS
     if not fit.fitted[0] or n <= p or not np.isfinite(mean_var[inside]).all():
         return 0.0
     x = np.asarray(log2_lr, float)

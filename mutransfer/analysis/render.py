@@ -13,7 +13,7 @@ import pandas as pd
 from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import NEEDS_TWO
-from mutransfer.analysis.fit import WINDOW_MIN, WINDOW_STEPS
+from mutransfer.analysis.fit import WINDOW_STEPS
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 
@@ -39,12 +39,12 @@ def lr_opt_section(a: Analysis) -> Section:
     caption = (
         f"Optimal LR per ({_group_words(a)}): the minimum of a curve fitted to the "
         "seed-adjusted mean final eval loss against log2 LR inside a window of "
-        f"{WINDOW_STEPS:g} grid steps ({WINDOW_MIN:g} to {a.fit_window:g} octaves) centred "
+        f"{WINDOW_STEPS:g} grid steps (at least {a.fit_window:g} octaves) centred "
         "on the optimum itself (tricube "
         "weights times each LR's precision from its seeds' scatter, moved until the optimum "
-        "stops moving): an asymmetric bowl c + A (e^(k t) - 1 - k t) 2/k^2, "
-        "t = log2 LR - log2 lr*, k > 0 rising faster above lr* (asymmetry k; a parabola at "
-        "k = 0, used when the window holds three LRs), else the argmin. Only trained cells "
+        "stops moving): the vertex of a parabola in log2 LR, else the argmin. one-LR shift: "
+        "the most leaving one LR out moves lr* (octaves; '!' where that exceeds the "
+        "interval's half-width). Only trained cells "
         "enter: partially diverged, diverged and not-run LRs are left out (and named in the "
         "note). " + CELLS + " "
         "95% interval: lr* -/+ t x s.e., the s.e. from how far each seed alone pulls the "

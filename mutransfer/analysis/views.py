@@ -60,6 +60,11 @@ def _w(a: Analysis) -> str:
     return a.scale_name("width")
 
 
+def _shift(octaves: float, flag: bool) -> str:
+    """The most one LR moves lr* (octaves), '!' where that exceeds the interval's half-width."""
+    return MISSING if not _finite(octaves) else f"{octaves:.2f}" + (" !" if flag else "")
+
+
 def _source(method: str, df: int) -> str:
     return f"{method}, df {int(df)}" if method else MISSING
 
@@ -76,7 +81,8 @@ def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     if not compact:
         out.update({
             "fit": df["method"].tolist(),
-            "asymmetry k": [MISSING if not _finite(v) else f"{v:+.2f}" for v in df["asymmetry"]],
+            "one-LR shift": [_shift(v, flag) for v, flag in zip(df["one_lr_shift"],
+                                                                 df["one_lr_flag"])],
             f"argmin {a.choice.target_label}": [fmt_lr(v) for v in df["lr_argmin"]],
             f"{a.choice.target_label} values trained" if a.choice.target != "lr"
             else "LRs trained": df["n_lrs"].astype(str).tolist(),

@@ -13,8 +13,9 @@ def add_analysis_options(p) -> None:
 
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="a sweep's results folder")
     p.add_argument("--fit-window", type=float, default=FIT_WINDOW, metavar="OCTAVES",
-                   help=f"half-width of the window lr* is fitted in, in octaves of LR around "
-                        f"the optimum (default {FIT_WINDOW:g})")
+                   help=f"least half-width of the window lr* is fitted in, in octaves of LR "
+                        f"around the optimum (default {FIT_WINDOW:g}; five grid steps where "
+                        f"that is wider)")
     p.add_argument("--out", default=None, help="output folder (default RESULTS_DIR/analysis)")
     p.add_argument("--target", default=None, metavar="AXIS",
                    help="the hyperparameter whose optimum is found: lr (default) or any swept "
