@@ -488,3 +488,19 @@ def test_an_lr_where_one_seed_diverged_is_left_out_of_the_fit_as_the_analysis_do
     curve[list(x).index(-6.5)] = np.nan
     expected = float(fit_optimum(x, curve[None, :], grid_window(x, curve[None, :])).log2_lr[0])
     assert search_optima(search)[("sp", 64)] == pytest.approx(expected, abs=1e-9)
+
+
+def test_an_lr_some_of_whose_seeds_ran_runs_its_other_seeds_before_the_width_settles():
+    # a cell handed out while its LR was wanted finishes after the plan has moved on (its fit
+    # moved the support away): the analysis would read that one seed's loss as the LR's, so
+    # the search runs the LR's other seeds too
+    truth = Planted()
+    grid = cells(widths=[32, 64])
+    done, _, by_id = run_search(Search(kind="transfer"), truth, grid=grid)
+    fam = families_of(grid)[0]
+    far = fam.ids[(64, 0, SEEDS[0])]  # the grid's lowest LR at width 64, one seed
+    assert far not in done.results
+    results = {**done.results, far: truth(by_id[far])}
+    search = TransferSearch(families_of(grid), Search(kind="transfer"), results)
+    assert search.to_run() == [fam.ids[(64, 0, SEEDS[1])]]
+    assert not search.complete()

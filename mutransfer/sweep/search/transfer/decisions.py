@@ -82,17 +82,20 @@ class Outcome:
 @dataclass
 class LRStats:
     """Per LR of the grid at one width, as the analysis counts it: finished (every seed),
-    diverged (any seed: such an LR never enters the fit), every seed diverged, and the mean
-    loss of the seeds (NaN where not usable)."""
+    diverged (any seed: such an LR never enters the fit), every seed diverged, the mean loss
+    of the seeds (NaN where not usable), and started (some seed finished, not every one)."""
 
     done: np.ndarray
     diverged: np.ndarray
     loss: np.ndarray
     all_diverged: np.ndarray | None = None
+    partial: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.all_diverged is None:
             self.all_diverged = self.diverged.copy()
+        if self.partial is None:
+            self.partial = np.zeros_like(self.done)
 
     @property
     def usable(self) -> np.ndarray:
@@ -108,18 +111,19 @@ class LRStats:
 def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats:
     n = len(fam.lrs)
     done, diverged, loss = np.zeros(n, bool), np.zeros(n, bool), np.full(n, np.nan)
-    all_div = np.zeros(n, bool)
+    all_div, partial = np.zeros(n, bool), np.zeros(n, bool)
     for i in range(n):
         ids = fam.cell_ids(width, i)
         outs = [results[t] for t in ids if t in results]
         if not ids or len(outs) < len(ids):
+            partial[i] = bool(outs)
             continue
         done[i] = True
         diverged[i] = any(o.diverged for o in outs)
         all_div[i] = all(o.diverged for o in outs)
         if not diverged[i] and all(math.isfinite(o.loss) for o in outs):
             loss[i] = float(np.mean([o.loss for o in outs]))
-    return LRStats(done, diverged, loss, all_div)
+    return LRStats(done, diverged, loss, all_div, partial)
 
 
 @dataclass(frozen=True)
@@ -320,6 +324,9 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
     stats = lr_stats(fam, width, results)
     log2_lrs = fam.log2_lrs
     plan = first_plan(fam, width, stats, options, prediction, full)
+    # an LR some of whose seeds ran (it was wanted when they started) runs its other seeds:
+    # the analysis would read one seed's loss there as the LR's
+    plan.wanted |= set(np.flatnonzero(stats.partial).tolist())
     if plan.to_finish:
         return plan  # the first LRs are not finished: what follows waits for all of them
     if stats.argmin() < 0:
