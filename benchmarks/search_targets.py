@@ -36,9 +36,11 @@ from search_replay import Replayed, replay  # noqa: E402
 SECONDS_TARGET = 0.35   # share of the grid's trial-seconds
 GAP_TARGET = 0.10       # octaves between the search's lr* and the grid's
 
-# (name, the search: mapping); the default first
+# (name, the search: mapping); the default first, then the rule it replaced (issue 19: the
+# whole grid at the smallest width, every LR within 2.5 octaves of the optimum elsewhere)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("transfer (default)", {"kind": "transfer"}),
+    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}),
 ]
 
 
