@@ -64,10 +64,10 @@ def test_validate_says_the_least_and_most_a_transfer_search_runs(tmp_path, capsy
     assert rc == 0 and "transfer search over 60 cells: runs at least 36" in out, out
     assert "a walk from the grid's middle at the smallest width" in out
     assert "window of 3 at each of the 2 wider" in out
-    # every LR within 2.03 octaves of the middle one (a one-octave grid's analysis window is
-    # 2.5 octaves): all 5 LRs of this grid: 60
+    # every LR within 1.22 octaves of the middle one, and two a side in the fit's window (2.5
+    # octaves on a one-octave grid): all 5 LRs of this grid: 60
     assert "about 60 when each optimum is inside the grid (about 5 LRs a width" in out
-    assert "within 2.03 octaves" in out and "at most 60" in out
+    assert "within 1.22 octaves" in out and "at most 60" in out
 
 
 def test_dry_run_lists_each_family_and_width_and_writes_nothing(tmp_path, capsys):

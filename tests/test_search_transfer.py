@@ -18,7 +18,7 @@ from mutransfer.sweep.plan.cells import Cell
 from mutransfer.sweep.plan.spec import Search
 from mutransfer.sweep.search.families import families_of
 from mutransfer.sweep.search.transfer.decisions import (
-    SETTLE_WEIGHT,
+    SETTLE_OCTAVES,
     Outcome,
     Prediction,
     TransferSearch,
@@ -142,16 +142,17 @@ def test_the_smallest_width_walks_to_its_optimum_and_each_wider_one_runs_the_fit
     assert len(ran) <= 0.3 * len(by_id)  # 26%: the full grid was 20% at width 32 alone
 
 
-def test_the_settle_radius_is_where_the_analysis_window_weighs_a_tenth():
+def test_the_settle_radius_is_a_number_of_octaves_and_coarse_grids_keep_two_lrs_a_side():
     grid = cells(params=("sp",), widths=[32, 64])
     fam = families_of(grid)[0]
-    radius = settle_radius(fam, Search(kind="transfer"))
-    # half-octave grid: the analysis's window is 1.5 octaves; tricube (1 - u^3)^3 = 0.1 there
-    assert (1 - (radius / 1.5) ** 3) ** 3 == pytest.approx(SETTLE_WEIGHT)
-    assert radius == pytest.approx(1.218, abs=1e-3)
-    coarse = families_of(cells(params=("sp",), log2_grid=np.arange(-14.0, -1.9, 1.0)))[0]
-    assert settle_radius(coarse, Search(kind="transfer")) == pytest.approx(2.5 / 1.5 * radius)
+    assert settle_radius(fam, Search(kind="transfer")) == SETTLE_OCTAVES
     assert settle_radius(fam, Search(kind="transfer", settle_octaves=2.0)) == 2.0
+    # a one-octave grid: the radius holds one LR a side, the fit wants two: it runs five
+    coarse = cells(log2_grid=np.arange(-14.0, -1.9, 1.0), widths=[32, 64, 128])
+    search, ran, by_id = run_search(Search(kind="transfer"), Planted(), grid=coarse)
+    for w in (64, 128):
+        lrs = sorted(ran_at(ran, by_id, "mup", w))
+        assert [-9.0, -8.0, -7.0, -6.0, -5.0] == lrs, (w, lrs)
 
 
 def test_by_default_each_lr_star_is_the_grids_within_a_hundredth_of_an_octave():

@@ -145,11 +145,11 @@ class Search(StrictModel):
         "transfer: a width is settled once every grid LR less than this many octaves from "
         "its best LR and from the fitted optimum has run (the window widens one grid step at "
         "a time until they have; above the optimum an LR where every seed diverged closes "
-        "the side). Default: where the analysis's fit window on the family's grid gives an "
-        "LR a tenth of the optimum's weight (0.81 of its half-width: 1.22 octaves on grids "
-        "of half an octave or finer), so lr* comes out as the grid's within a few "
-        "hundredths of an octave; more costs more (2.5, the widest window, reproduces the "
-        "grid's fit exactly on any spacing)"))
+        "the side), and two usable LRs a side inside the analysis's fit window. Default "
+        "1.22 octaves: the LRs beyond it weigh little in the fit, and lr* came out within "
+        "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
+        "more costs more (2.5 runs every LR the analysis's window can weigh, and lr* is "
+        "then the grid's exactly on any spacing)"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
         "benchmarks/README.md measures what it saves and how far it moves lr*)"))

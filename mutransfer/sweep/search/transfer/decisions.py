@@ -16,14 +16,13 @@ where the answer is still uncertain and nowhere else:
   spans more of the grid. A good prediction leaves only the fit's support to run; a poor one
   walks, one LR at a time, towards the optimum the width itself shows;
 - a width is *settled* once every grid LR the analysis's fit would weigh has run: every LR
-  within the *settle radius* of the best LR and of the optimum fitted to what ran (a diverged
-  LR, the grid's end, closes a side above: diverged counts as "too high"). The radius is where
-  the analysis's tricube window (its half-width on this family's grid,
-  mutransfer/analysis/fit.py's grid_window) gives a point less than SETTLE_WEIGHT of the weight
-  at the optimum: the LRs beyond it barely move the fit, so the search's lr* is the grid's to a
-  few hundredths of an octave, and a width runs about twice the radius in LRs, whatever the
-  grid's extent. The widest widths, which cost the most, run no more than that.
-  `settle_octaves` sets the radius in octaves instead;
+  within the *settle radius* (SETTLE_OCTAVES, 1.22 octaves) of the best LR and of the optimum
+  fitted to what ran (a diverged LR, the grid's end, closes a side above: diverged counts as
+  "too high"), and at least two usable LRs on each side inside the analysis's fit window
+  (mutransfer/analysis/fit.py's grid_window on this family's grid). The LRs beyond the radius
+  weigh little in the fit, so the search's lr* is the grid's to a few hundredths of an octave,
+  and a width runs about twice the radius in LRs, whatever the grid's extent: the widest
+  widths, which cost the most, run no more than that. `settle_octaves` sets the radius;
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
   lie outside the fit's support (every LR inside it has run already): they never change a fit.
@@ -54,9 +53,13 @@ from mutransfer.sweep.plan.cells import Cell
 from mutransfer.sweep.plan.spec import Search
 from mutransfer.sweep.search.families import Family, families_of
 
-# the settle radius: where the analysis's tricube window (1 - |t/W|^3)^3 falls to this weight
-# (0.81 W); the grid LRs beyond it weigh less than a tenth of the optimum's in the fit
-SETTLE_WEIGHT = 0.1
+# the settle radius (octaves): a width runs every grid LR this close to its best LR and to its
+# fitted optimum. 1.22 is where a 1.5-octave tricube window (the analysis's on half-octave and
+# finer grids when this was measured) weighs an LR a tenth of the optimum; replayed on three
+# grids, the LRs beyond it moved lr* by <= 0.07 octave under that estimator and under the
+# wider-windowed parabola (>= 2.5 octaves) proposed beside it, while a radius that follows a
+# 2.5-octave window (2.03) cost 48-73% of the grid's trial-seconds (benchmarks/README.md)
+SETTLE_OCTAVES = 1.22
 SCAN_OCTAVES = 1.0  # the first width's walk: steps of the grid nearest one octave
 
 
@@ -211,11 +214,10 @@ def fit_half_width(fam: Family) -> float:
 
 def settle_radius(fam: Family, options: Search) -> float:
     """Octaves from the best LR and from the fitted optimum within which a width runs every
-    grid LR before it settles: `settle_octaves`, else where the analysis's tricube window on
-    this family's grid falls to SETTLE_WEIGHT."""
-    if options.settle_octaves is not None:
-        return float(options.settle_octaves)
-    return fit_half_width(fam) * (1.0 - SETTLE_WEIGHT ** (1 / 3)) ** (1 / 3)
+    grid LR before it settles: `settle_octaves`, else SETTLE_OCTAVES (on coarse grids the
+    fit's two LRs a side, support_needs, reach further)."""
+    return float(options.settle_octaves) if options.settle_octaves is not None \
+        else SETTLE_OCTAVES
 
 
 def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WINDOW,
@@ -374,11 +376,16 @@ def least_cells(fam: Family, options: Search, per_width: int | None = None) -> i
 
 
 def settle_count(fam: Family, options: Search) -> int:
-    """LRs of the family's grid strictly within the settle radius of an LR in its middle: what
-    a width runs when its optimum is inside the grid and predicted well."""
+    """LRs of the family's grid that a width whose optimum is an LR in the grid's middle runs
+    when it is predicted well: those strictly within the settle radius, and at least MIN_SIDE
+    a side inside the fit's window (support_needs)."""
     x = fam.log2_lrs
-    mid = x[len(x) // 2]
-    return max(options.window, int((np.abs(x - mid) < settle_radius(fam, options)).sum()))
+    d = x - x[len(x) // 2]
+    chosen = np.abs(d) < settle_radius(fam, options)
+    for side in (-1, 1):
+        near = np.flatnonzero((d * side > 0) & (np.abs(d) < fit_half_width(fam)))
+        chosen[near[np.argsort(np.abs(d[near]))][:MIN_SIDE]] = True
+    return max(options.window, int(chosen.sum()))
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
