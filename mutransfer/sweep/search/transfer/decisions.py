@@ -20,12 +20,13 @@ where the answer is still uncertain and nowhere else:
   fitted to what ran (a diverged LR, the grid's end, closes a side above: diverged counts as
   "too high"), and at least two usable LRs on each side inside the analysis's fit window
   (mutransfer/analysis/fit.py's grid_window on this family's grid). The LRs beyond the radius
-  weigh little in the fit, so the search's lr* is the grid's to a few hundredths of an octave,
-  and a width runs about twice the radius in LRs, whatever the grid's extent: the widest
-  widths, which cost the most, run no more than that. `settle_octaves` sets the radius;
+  weigh little in the fit: the search's lr* came out within 0.04-0.14 octave of the grid's
+  (benchmarks/README.md), and a width runs about twice the radius in LRs, whatever the grid's
+  extent: the widest widths, which cost the most, run no more than that. `settle_octaves`
+  sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
-  lie outside the fit's support (every LR inside it has run already): they never change a fit.
+  lie above the fit's support (every LR inside it has run already): they barely move a fit.
 
 Everything here is a pure function of the finished cells' outcomes (no Ray, no I/O): the same
 results always give the same plan, which is what makes a search resumable (replaying the store
