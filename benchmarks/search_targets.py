@@ -6,8 +6,11 @@ variant is replayed on a finished grid store (benchmarks/search_replay.py: the s
 decisions, two trials at a time, each trial's stored row), then analysed by
 `mutransfer.analysis.analyze` on the trials it ran; the grid's answer is the same analysis on
 every trial of the store (on the sweep's axes and seeds). Cost: trial-seconds (the stored
-trials' wall times), trial-tokens and FLOPs (6 x parameters x tokens per trial, the dense
-estimate: the widest widths dominate it as they dominate GPU-hours).
+trials' wall times), the same at each width's median trial time (`trial-s med`: every trial of
+a width does the same work, so this leaves out the machine's load changing while the grid
+ran, or between a search run and the grid completed after it in the same store), trial-tokens
+and FLOPs (6 x parameters x tokens per trial, the dense estimate: the widest widths dominate
+it as they dominate GPU-hours).
 
     python benchmarks/search_targets.py STORE[:SWEEP.yaml][@SEEDS] ...
     python benchmarks/search_targets.py /tmp/grid_search_cpu /tmp/real_B:real_B.yaml@0,1
@@ -85,6 +88,8 @@ def one_store(spec: str) -> pd.DataFrame:
     if grid.analysis is None:
         sys.exit(f"{spec}: the grid's analysis failed: {grid.note}")
     g = pd.DataFrame(grid.rows)
+    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
+    g_med = float(g["width"].map(median).sum())
     g_sec, g_tok, g_flop = (float(pd.to_numeric(g["wall_time_s"]).sum()),
                             float(pd.to_numeric(g["tokens"]).sum()), flops(g))
     print(f"\n=== {spec}: grid {len(g)} trials, {g_sec:,.0f} trial-s, {g_tok:,.0f} "
@@ -101,6 +106,7 @@ def one_store(spec: str) -> pd.DataFrame:
         met = sec <= SECONDS_TARGET and worst <= GAP_TARGET and bool(tab["inside"].all())
         rows.append({"variant": name, "trials": len(df),
                      "trial-s": f"{100 * sec:.1f}%",
+                     "trial-s med": f"{100 * df['width'].map(median).sum() / g_med:.1f}%",
                      "trial-tokens": f"{100 * pd.to_numeric(df['tokens']).sum() / g_tok:.1f}%",
                      "FLOPs": f"{100 * flops(df) / g_flop:.1f}%",
                      "max |gap|": f"{worst:.2f}",
