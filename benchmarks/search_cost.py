@@ -4,7 +4,8 @@ Runs one sweep file several ways on the same seeds, each into its own fresh stor
 grid, the transfer search (the file's `search:` when it is a transfer search, else the
 defaults), and the transfer search with `probe_stability` (unless --no-probe). Then prints,
 side by side (with the transfer search at `--also` settings, default settle_octaves 1.5,
-replayed on the grid's results): trials, trial-tokens, trial-seconds, wall time, lr* per
+replayed on the grid's results; benchmarks/search_targets.py replays against issue 29's
+target): trials, trial-tokens, trial-seconds, wall time, lr* per
 (family, width), the drift with its interval and the stability boundary, all from
 `mutransfer.analysis.analyze` on each storage, and the differences against the grid, with the
 issue's targets (<= 40% of the grid's trial-tokens, every lr* within 0.25 octave of the
@@ -354,7 +355,9 @@ def replay_variants() -> list[tuple[str, dict, Any]]:
     out: list[tuple[str, dict, Any]] = [
         ("transfer", {"kind": "transfer"}, None),
         ("transfer+probe", {"kind": "transfer", "probe_stability": True}, None),
-        ("transfer settle 1.5", {"kind": "transfer", "settle_octaves": 1.5}, None)]
+        ("transfer settle 1.5", {"kind": "transfer", "settle_octaves": 1.5}, None),
+        ("transfer, issue 19's rule", {"kind": "transfer", "full_widths": 1,
+                                       "settle_octaves": 2.5}, None)]
     for p in (2.5, 1.5, 1.0):
         out.append((f"grid+stop p{p:g}", {"kind": "grid"}, StopOptions(protect_octaves=p)))
     for p in (2.5, 1.5, 1.0):

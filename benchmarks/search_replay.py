@@ -111,22 +111,33 @@ class StopSim:
 
 def replay(grid_store: Path, name: str, search: dict[str, Any],
            stop: StopOptions | None = None, analysis: bool = True,
-           seeds: list[int] | None = None) -> Replayed:
+           seeds: list[int] | None = None, doc: dict[str, Any] | None = None,
+           tables: Tables | None = None) -> Replayed:
     """The variant `search` (a `search:` mapping), with `stop`, replayed on `grid_store`
-    (only the trials of `seeds` when given: a sweep of those seeds)."""
-    tables = read_tables(grid_store)
+    (only the trials of `seeds` when given: a sweep of those seeds). `doc`: the sweep file
+    as a mapping, when the store has none (a store written by a script): its cells are then
+    matched to the stored trials by (parameterization, width, LR, seed), not by trial id,
+    and the grid is the stored trials on its axes."""
+    tables = tables if tables is not None else read_tables(grid_store)
+    if doc is not None:
+        tables = on_axes(tables, doc)
     if seeds is not None:
         keep = tables.trials["seed"].isin(seeds)
         ids = set(tables.trials.loc[keep, "trial_id"])
         tables = Tables(tables.trials[keep].reset_index(drop=True),
                         tables.steps[tables.steps["trial_id"].isin(ids)].reset_index(drop=True))
     trials = tables.trials[tables.trials["status"].isin(("complete", "diverged"))]
-    doc = yaml.safe_load((Path(grid_store) / "sweep.yaml").read_text())
+    if doc is None:
+        doc = yaml.safe_load((Path(grid_store) / "sweep.yaml").read_text())
     doc = {**{k: v for k, v in doc.items() if k not in ("search", "storage")}, "search": search}
     if seeds is not None:
         doc["axes"] = {**doc["axes"], "seed": list(seeds)}
     plan = build_plan(validate(SweepSpec, doc))
     rows = {str(r["trial_id"]): r for r in trials.to_dict("records")}
+    by_key = {cell_key(r): r for r in rows.values()}
+    # (a matched row keeps the stored trial id: the analysis reads the store's tables)
+    rows.update({c.trial_id: by_key[cell_key(c.columns)]
+                 for c in plan.cells if c.trial_id not in rows and cell_key(c.columns) in by_key})
     widths = complete_widths(plan.cells, rows)
     if widths != sorted({c.width for c in plan.cells}):  # a grid still running: its widths
         doc["axes"] = {**doc["axes"], "width": widths}   # that are complete, as a sweep
@@ -148,6 +159,23 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     if analysis:
         out.trials, out.analysis, out.note = analysed(ran, tables, grid_store)
     return out
+
+
+def cell_key(columns: Any) -> tuple:
+    """A cell's place in the grid: parameterization, width, log2 LR (to 1e-6), seed."""
+    return (str(columns["parameterization"]), int(columns["width"]),
+            round(math.log2(float(columns["lr"])), 6), int(columns["seed"]))
+
+
+def on_axes(tables: Tables, doc: dict[str, Any]) -> Tables:
+    """The stored trials on the sweep's axes (its widths, LRs and seeds), their ids kept; the
+    cells of `doc` whose trial ids differ are matched by `cell_key` in `replay`."""
+    plan = build_plan(validate(SweepSpec, {**doc, "search": {"kind": "grid"}}))
+    keys = {cell_key(c.columns) for c in plan.cells}
+    keep = tables.trials.apply(lambda r: cell_key(r) in keys, axis=1)
+    ids = set(tables.trials.loc[keep, "trial_id"])
+    return Tables(tables.trials[keep].reset_index(drop=True),
+                  tables.steps[tables.steps["trial_id"].isin(ids)].reset_index(drop=True))
 
 
 def _with_stop(plan):

@@ -39,7 +39,7 @@ def write(tmp_path: Path, search: dict, axes: dict | None = None) -> Path:
     # a file written for the old count-of-LRs rule: told what replaced it
     ({"kind": "transfer", "margin": 2}, "margin was removed: the transfer search now settles "
                                         "by the analysis's fit window in octaves"),
-    ({"kind": "transfer", "full_widths": 0}, "search.full_widths"),
+    ({"kind": "transfer", "full_widths": -1}, "search.full_widths"),
     ({"kind": "transfer", "probe_stability": "sometimes"}, "search.probe_stability"),
 ])
 def test_a_search_option_of_the_wrong_kind_or_out_of_range_is_one_line_exit_2(
@@ -59,19 +59,22 @@ def test_a_transfer_search_needs_an_lr_axis(tmp_path, capsys):
 def test_validate_says_the_least_and_most_a_transfer_search_runs(tmp_path, capsys):
     rc = main(["validate", str(write(tmp_path, {"kind": "transfer", "window": 3}))])
     out = capsys.readouterr().out
-    # 2 families x 2 seeds x (5 LRs at width 16 + 3 LRs at each of widths 32 and 64) = 44
-    assert rc == 0 and "transfer search over 60 cells: runs at least 44" in out, out
-    assert "all 5 LRs at width 16" in out and "window of 3 at each of the 2 wider" in out
-    # every LR within 2.5 octaves of the middle one: all 5 of this one-octave grid: 60
+    # 2 families x 2 seeds x (the walk's 3 first LRs at width 16 + 3 LRs at each of widths 32
+    # and 64) = 36
+    assert rc == 0 and "transfer search over 60 cells: runs at least 36" in out, out
+    assert "a walk from the grid's middle at the smallest width" in out
+    assert "window of 3 at each of the 2 wider" in out
+    # every LR within 1.22 octaves of the middle one, and two a side in the fit's window (2.5
+    # octaves on a one-octave grid): all 5 LRs of this grid: 60
     assert "about 60 when each optimum is inside the grid (about 5 LRs a width" in out
-    assert "at most 60" in out
+    assert "within 1.22 octaves" in out and "at most 60" in out
 
 
 def test_dry_run_lists_each_family_and_width_and_writes_nothing(tmp_path, capsys):
     path = write(tmp_path, {"kind": "transfer", "probe_stability": True})
     rc = main(["sweep", str(path), "--dry-run"])
     out = capsys.readouterr().out
-    assert rc == 0 and "0 complete, 20 to run now" in out, out  # 2 x 5 LRs x 2 seeds
+    assert rc == 0 and "0 complete, 12 to run now" in out, out  # 2 x the walk's 3 x 2 seeds
     assert "probes upward" in out
     lines = [ln.split() for ln in out.splitlines() if ln.split()[:1] in (["sp"], ["mup"])]
     assert [ln[:2] for ln in lines] == [["sp", "16"], ["sp", "32"], ["sp", "64"],
@@ -86,7 +89,10 @@ def test_transfer_cells_are_the_grids_cells(tmp_path):
     assert [c.trial_id for c in tr.cells] == [c.trial_id for c in grid.cells]
     work = plan_work(tr, StoreState())
     first = set(work.state.to_run())
-    assert first == {c.trial_id for c in grid.cells if c.width == 16}
+    # the walk starts at the smallest width: the middle LR of five and one either side
+    middle = sorted({c.columns["lr"] for c in grid.cells})[1:4]
+    assert first == {c.trial_id for c in grid.cells if c.width == 16 and
+                     c.columns["lr"] in middle}
 
 
 def test_the_schema_documents_the_transfer_options():

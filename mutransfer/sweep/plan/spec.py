@@ -122,29 +122,34 @@ class Search(StrictModel):
     """How the LR axis is searched. `grid` runs every cell. `optuna` runs, per group of
     non-LR axis values (width, parameterization, seed, ...), `trials_per_width` trials whose
     LRs Optuna's TPE sampler proposes in the group's LR range. `transfer` runs, per family
-    (parameterization and every other axis but width, LR and seed), the whole LR grid at its
-    `full_widths` smallest widths and, at each wider width, a window of the grid around the lr*
-    predicted from the widths below (the drift fit), widened in grid steps until the optimum is
-    bracketed; every LR it runs has all its seeds, and its cells are the grid's (same trial ids,
-    so grid and transfer results mix in one store)."""
+    (parameterization and every other axis but width, LR and seed), at its smallest width a
+    walk from the grid's middle towards the lower loss until the optimum is bracketed (the
+    whole grid at its `full_widths` smallest widths instead) and, at each wider width, a window
+    of the grid around the lr* predicted from the widths below (the drift fit); each width then
+    runs the LRs the analysis's fit weighs around its optimum, widened in grid steps until they
+    have all run; every LR it runs has all its seeds, and its cells are the grid's (same trial
+    ids, so grid and transfer results mix in one store)."""
 
     kind: str = Field("grid", json_schema_extra=_kinds_enum)  # a key of KINDS
     trials_per_width: int = Field(12, ge=1, description="optuna: trials per group")
     max_concurrent: int = Field(2, ge=1, description="optuna: trials of one study at once")
     seed: int = Field(0, description="optuna: seed of the samplers (each study adds its "
                                      "group's position)")
-    full_widths: int = Field(1, ge=1, description=(
-        "transfer: how many of each family's smallest widths run the whole LR grid"))
+    full_widths: int = Field(0, ge=0, description=(
+        "transfer: how many of each family's smallest widths run the whole LR grid (0: the "
+        "smallest width walks from the grid's middle towards the lower loss instead)"))
     window: int = Field(3, ge=1, description=(
         "transfer: LRs of the grid first run at each wider width, nearest the predicted lr* "
         "(more where the prediction's standard error spans more of the grid)"))
-    settle_octaves: float = Field(FIT_WINDOW, gt=0, le=64, allow_inf_nan=False, description=(
+    settle_octaves: float | None = Field(None, gt=0, le=64, allow_inf_nan=False, description=(
         "transfer: a width is settled once every grid LR less than this many octaves from "
         "its best LR and from the fitted optimum has run (the window widens one grid step at "
         "a time until they have; above the optimum an LR where every seed diverged closes "
-        "the side). The default is the analysis's fit window, so the fit sees the grid's "
-        "points on any LR spacing and lr* comes out as the grid's; less costs less and "
-        "leaves the fit's outer points out"))
+        "the side), and two usable LRs a side inside the analysis's fit window. Default "
+        "1.22 octaves: the LRs beyond it weigh little in the fit, and lr* came out within "
+        "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
+        "more costs more (2.5 runs every LR the analysis's window can weigh, and lr* is "
+        "then the grid's exactly on any spacing)"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
         "benchmarks/README.md measures what it saves and how far it moves lr*)"))

@@ -1,23 +1,32 @@
-"""Transfer search: the whole LR grid at the smallest widths, a window around the predicted
-optimum at every wider one.
+"""Transfer search: a few LRs at each width, placed where the narrower widths say lr* is, and
+run out only as far as the analysis's fit reads them.
 
 A *family* is one parameterization and one value of every other axis but width, LR and seed;
-its cells form a width x LR x seed grid. The search walks a family's widths upward:
+its cells form a width x LR x seed grid. The search walks a family's widths upward, spending
+where the answer is still uncertain and nowhere else:
 
-- the `full_widths` smallest widths run every LR of the grid (all seeds);
+- the smallest width knows nothing yet: it *scans* from the middle of the grid in steps of about
+  an octave (SCAN_OCTAVES), walking towards the lower loss until the best LR has a higher one on
+  each side (or the grid's end, or a diverged LR above it). The narrow widths are the cheap
+  ones, so the walk is paid where trials cost least (`full_widths` runs the whole grid at that
+  many of the smallest widths instead);
 - each wider width predicts log2 lr* from the widths already settled (the drift fit: OLS of
-  log2 lr* against log2 width, or the previous lr* when one width is settled) and runs the
+  log2 lr* against log2 width, or the previous lr* when one width is settled) and first runs the
   `window` LRs of the grid nearest the prediction, more when the prediction's standard error
-  spans more of the grid;
-- it then widens until every grid LR the analysis's fit would use has run: every LR less than
-  `settle_octaves` (default: the analysis's fit window, FIT_WINDOW octaves) from the best LR
-  or from the optimum fitted to what ran (a diverged LR, the grid's end, closes a side above:
-  diverged counts as "too high"); then the width is *settled* and the next one starts. The
-  rule is in octaves, as the analysis's is, not a count of LRs: on any spacing the fit then
-  sees the grid's points wherever its window lies, so lr* is the grid's;
+  spans more of the grid. A good prediction leaves only the fit's support to run; a poor one
+  walks, one LR at a time, towards the optimum the width itself shows;
+- a width is *settled* once every grid LR the analysis's fit would weigh has run: every LR
+  within the *settle radius* (SETTLE_OCTAVES, 1.22 octaves) of the best LR and of the optimum
+  fitted to what ran (a diverged LR, the grid's end, closes a side above: diverged counts as
+  "too high"), and at least two usable LRs on each side inside the analysis's fit window
+  (mutransfer/analysis/fit.py's grid_window on this family's grid). The LRs beyond the radius
+  weigh little in the fit: the search's lr* came out within 0.04-0.14 octave of the grid's
+  (benchmarks/README.md), and a width runs about twice the radius in LRs, whatever the grid's
+  extent: the widest widths, which cost the most, run no more than that. `settle_octaves`
+  sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
-  lie outside the fit window (every LR inside it has run already): they never change a fit.
+  lie above the fit's support (every LR inside it has run already): they barely move a fit.
 
 Everything here is a pure function of the finished cells' outcomes (no Ray, no I/O): the same
 results always give the same plan, which is what makes a search resumable (replaying the store
@@ -34,12 +43,25 @@ from typing import Any
 
 import numpy as np
 
-from mutransfer.analysis.fit import fit_optimum  # the analysis's own estimator (downward)
+from mutransfer.analysis.fit import (  # the analysis's own estimator (downward)
+    MIN_SIDE,
+    fit_optimum,
+    grid_window,
+)
 from mutransfer.analysis.slopes import ols
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.sweep.plan.cells import Cell
 from mutransfer.sweep.plan.spec import Search
 from mutransfer.sweep.search.families import Family, families_of
+
+# the settle radius (octaves): a width runs every grid LR this close to its best LR and to its
+# fitted optimum. 1.22 is where a 1.5-octave tricube window (the analysis's on half-octave and
+# finer grids when this was measured) weighs an LR a tenth of the optimum; replayed on three
+# grids, the LRs beyond it moved lr* by <= 0.07 octave under that estimator and under the
+# wider-windowed parabola (>= 2.5 octaves) proposed beside it, while a radius that follows a
+# 2.5-octave window (2.03) cost 48-73% of the grid's trial-seconds (benchmarks/README.md)
+SETTLE_OCTAVES = 1.22
+SCAN_OCTAVES = 1.0  # the first width's walk: steps of the grid nearest one octave
 
 
 @dataclass(frozen=True)
@@ -64,17 +86,20 @@ class Outcome:
 @dataclass
 class LRStats:
     """Per LR of the grid at one width, as the analysis counts it: finished (every seed),
-    diverged (any seed: such an LR never enters the fit), every seed diverged, and the mean
-    loss of the seeds (NaN where not usable)."""
+    diverged (any seed: such an LR never enters the fit), every seed diverged, the mean loss
+    of the seeds (NaN where not usable), and started (some seed finished, not every one)."""
 
     done: np.ndarray
     diverged: np.ndarray
     loss: np.ndarray
     all_diverged: np.ndarray | None = None
+    partial: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.all_diverged is None:
             self.all_diverged = self.diverged.copy()
+        if self.partial is None:
+            self.partial = np.zeros_like(self.done)
 
     @property
     def usable(self) -> np.ndarray:
@@ -90,18 +115,19 @@ class LRStats:
 def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats:
     n = len(fam.lrs)
     done, diverged, loss = np.zeros(n, bool), np.zeros(n, bool), np.full(n, np.nan)
-    all_div = np.zeros(n, bool)
+    all_div, partial = np.zeros(n, bool), np.zeros(n, bool)
     for i in range(n):
         ids = fam.cell_ids(width, i)
         outs = [results[t] for t in ids if t in results]
         if not ids or len(outs) < len(ids):
+            partial[i] = bool(outs)
             continue
         done[i] = True
         diverged[i] = any(o.diverged for o in outs)
         all_div[i] = all(o.diverged for o in outs)
         if not diverged[i] and all(math.isfinite(o.loss) for o in outs):
             loss[i] = float(np.mean([o.loss for o in outs]))
-    return LRStats(done, diverged, loss, all_div)
+    return LRStats(done, diverged, loss, all_div, partial)
 
 
 @dataclass(frozen=True)
@@ -150,26 +176,86 @@ def step_down(stats: LRStats, window: int) -> set[int]:
     return set(range(max(0, lowest - window), lowest))
 
 
-def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WINDOW) -> set[int]:
+def scan_steps(log2_lrs: np.ndarray) -> int:
+    """Grid steps of the first width's walk: the count nearest SCAN_OCTAVES (at least one)."""
+    if len(log2_lrs) < 2:
+        return 1
+    step = float(np.median(np.diff(log2_lrs)))
+    return max(1, round(SCAN_OCTAVES / step))
+
+
+def scan_start(n_lrs: int, steps: int) -> set[int]:
+    """Where the walk starts: the grid's middle LR and one walking step either side of it."""
+    mid = (n_lrs - 1) // 2
+    return {min(n_lrs - 1, max(0, i)) for i in (mid - steps, mid, mid + steps)}
+
+
+def scan_needs(stats: LRStats, steps: int) -> set[int]:
+    """The walk's next LR: one walking step beyond the best LR on each side where nothing has
+    run yet (towards the lower loss), until the best LR has a neighbour on both sides that
+    ran (a higher loss, or a diverged LR above) or lies at the grid's end."""
+    m = stats.argmin()
+    if m < 0:
+        return set()
+    ran = np.flatnonzero(stats.done)
+    n = len(stats.done)
+    need = set()
+    if m > 0 and not (ran < m).any():
+        need.add(max(0, m - steps))
+    if m < n - 1 and not (ran > m).any():
+        need.add(min(n - 1, m + steps))
+    return need
+
+
+def fit_half_width(fam: Family) -> float:
+    """The half-width of the analysis's fit window on this family's grid (octaves)."""
+    x = fam.log2_lrs
+    return float(grid_window(x, np.zeros((1, len(x))), FIT_WINDOW)[0])
+
+
+def settle_radius(fam: Family, options: Search) -> float:
+    """Octaves from the best LR and from the fitted optimum within which a width runs every
+    grid LR before it settles: `settle_octaves`, else SETTLE_OCTAVES (on coarse grids the
+    fit's two LRs a side, support_needs, reach further)."""
+    return float(options.settle_octaves) if options.settle_octaves is not None \
+        else SETTLE_OCTAVES
+
+
+def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WINDOW,
+                  half_width: float = FIT_WINDOW) -> set[int]:
     """Grid LRs not run yet that the analysis's fit could use: every LR less than `octaves`
     from the best LR (where the fit starts) or from the optimum fitted to what ran (where it
     ends), walking out from the best LR. Above it an LR where every seed diverged closes the
     side (nothing above it trains); below, diverged LRs are skipped (the fit skips them too).
-    Once they have all run, the fit on the search's cells is the fit on the grid's."""
+    Past `octaves`, a side walks on inside the fit's window (`half_width` octaves) until it has
+    MIN_SIDE usable LRs: the analysis fits the curve's asymmetry only with two on each side,
+    so an LR it barely weighs still changes its fit's shape (a diverged LR next to the optimum
+    leaves a side short). With `octaves` at the window, the fit on the search's cells is the
+    fit on the grid's; below it, nearly so (the LRs left out weigh little)."""
     m = stats.argmin()
     if m < 0:
         return set()
     fitted = log2_optimum(stats, log2_lrs)
-    ends = [log2_lrs[m]] + ([fitted] if math.isfinite(fitted) else [])
+    centre = fitted if math.isfinite(fitted) else float(log2_lrs[m])
+    ends = [log2_lrs[m], centre]
     lo, hi = min(ends) - octaves, max(ends) + octaves
     need: set[int] = set()
     for side in (-1, 1):
-        i = m + side
-        while 0 <= i < len(log2_lrs) and lo < log2_lrs[i] < hi:
+        i, usable = m + side, 0
+        while 0 <= i < len(log2_lrs):
+            x = log2_lrs[i]
+            inside = lo < x < hi
+            short = abs(x - centre) < half_width and usable < MIN_SIDE
+            if not (inside or short):
+                break
             if not stats.done[i]:
                 need.add(i)
+                if not inside:
+                    break  # past the radius: one LR at a time, until the side has enough
             elif side > 0 and stats.all_diverged[i]:
                 break
+            elif stats.usable[i] and (x - centre) * side > 0:
+                usable += 1
             i += side
     return need
 
@@ -191,7 +277,8 @@ _FITS: dict[bytes, float] = {}  # the fit of a curve, by its points (plans are r
 
 
 def log2_optimum(stats: LRStats, log2_lrs: np.ndarray) -> float:
-    """lr* as the analysis fits it (mutransfer/analysis/fit.py, its window, on the usable LRs)."""
+    """lr* as the analysis fits it (mutransfer/analysis/fit.py: its window on the LRs that
+    ran, on the usable LRs' mean losses)."""
     if stats.argmin() < 0:
         return math.nan
     curve = np.where(stats.usable, stats.loss, np.nan)
@@ -199,7 +286,8 @@ def log2_optimum(stats: LRStats, log2_lrs: np.ndarray) -> float:
     if key not in _FITS:
         if len(_FITS) > 100_000:
             _FITS.clear()
-        _FITS[key] = float(fit_optimum(log2_lrs, curve[None, :], FIT_WINDOW).log2_lr[0])
+        window = grid_window(log2_lrs, curve[None, :], FIT_WINDOW)
+        _FITS[key] = float(fit_optimum(log2_lrs, curve[None, :], window).log2_lr[0])
     return _FITS[key]
 
 
@@ -208,12 +296,12 @@ class WidthPlan:
     """Where the search stands at one width of a family."""
 
     width: int
-    full: bool                       # the whole grid (a smallest width, or nothing to predict)
-    prediction: Prediction | None
+    full: bool                       # the whole grid (`full_widths`)
+    prediction: Prediction | None    # None: the walk from the grid's middle (or the full grid)
     window: tuple[int, int]          # LR indices of the first window, inclusive
     wanted: set[int]                 # LR indices the search runs at this width (done or not)
     stats: LRStats
-    settled: bool = False            # bracketed (or nothing left to run): the next width starts
+    settled: bool = False            # its fit's support has run: the next width starts
     log2_opt: float = math.nan       # once settled; NaN where no LR trained
 
     @property
@@ -221,20 +309,36 @@ class WidthPlan:
         return {i for i in self.wanted if not self.stats.done[i]}
 
 
+def first_plan(fam: Family, width: int, stats: LRStats, options: Search,
+               prediction: Prediction | None, full: bool) -> WidthPlan:
+    """The LRs a width starts with: the whole grid, the walk's start, or the window."""
+    n = len(fam.lrs)
+    if full:
+        return WidthPlan(width, True, None, (0, n - 1), set(range(n)), stats)
+    if prediction is None:
+        start = scan_start(n, scan_steps(fam.log2_lrs))
+        return WidthPlan(width, False, None, (min(start), max(start)), start, stats)
+    lo, hi = window_around(fam.log2_lrs, prediction, options.window)
+    return WidthPlan(width, False, prediction, (lo, hi), set(range(lo, hi + 1)), stats)
+
+
 def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options: Search,
-               prediction: Prediction | None) -> WidthPlan:
+               prediction: Prediction | None, full: bool = False) -> WidthPlan:
     stats = lr_stats(fam, width, results)
     log2_lrs = fam.log2_lrs
-    n = len(fam.lrs)
-    if prediction is None:
-        plan = WidthPlan(width, True, None, (0, n - 1), set(range(n)), stats)
-    else:
-        lo, hi = window_around(log2_lrs, prediction, options.window)
-        plan = WidthPlan(width, False, prediction, (lo, hi), set(range(lo, hi + 1)), stats)
+    plan = first_plan(fam, width, stats, options, prediction, full)
+    # an LR some of whose seeds ran (it was wanted when they started) runs its other seeds:
+    # the analysis would read one seed's loss there as the LR's
+    plan.wanted |= set(np.flatnonzero(stats.partial).tolist())
     if plan.to_finish:
-        return plan  # the window is not finished: widening waits for all of it
-    extra = step_down(stats, options.window) if stats.argmin() < 0 else \
-        support_needs(stats, log2_lrs, options.settle_octaves)
+        return plan  # the first LRs are not finished: what follows waits for all of them
+    if stats.argmin() < 0:
+        extra = step_down(stats, options.window)
+    else:  # the walk (first width) until bracketed, then the fit's support
+        extra = scan_needs(stats, scan_steps(log2_lrs)) if prediction is None else set()
+        if not extra:
+            extra = support_needs(stats, log2_lrs, settle_radius(fam, options),
+                                  fit_half_width(fam))
     plan.wanted |= extra
     if extra:
         return plan
@@ -249,10 +353,9 @@ def plan_family(fam: Family, results: Mapping[str, Outcome], options: Search) ->
     """The plan of each width reached so far: the widths up to the first unsettled one."""
     plans: list[WidthPlan] = []
     for j, width in enumerate(fam.widths):
-        prediction = None
-        if j >= options.full_widths:
-            prediction = predict([(p.width, p.log2_opt) for p in plans], width)
-        plan = plan_width(fam, width, results, options, prediction)
+        full = j < options.full_widths
+        prediction = None if full else predict([(p.width, p.log2_opt) for p in plans], width)
+        plan = plan_width(fam, width, results, options, prediction, full)
         plans.append(plan)
         if not plan.settled:
             break
@@ -264,9 +367,9 @@ def family_done(fam: Family, plans: list[WidthPlan]) -> bool:
 
 
 def least_cells(fam: Family, options: Search, per_width: int | None = None) -> int:
-    """The fewest cells the search can run in this family: the full grid at the smallest
-    widths, one first window at each other width (a perfect prediction). With `per_width`,
-    that many LRs at each other width instead of the window."""
+    """The fewest cells the search can run in this family: the full grid at its `full_widths`
+    smallest widths, the walk's three first LRs or one first window at each other width (a
+    perfect prediction). With `per_width`, that many LRs at each other width instead."""
     n_full = min(options.full_widths, len(fam.widths))
     rest = len(fam.widths) - n_full
     per = min(per_width or options.window, len(fam.lrs))
@@ -274,11 +377,16 @@ def least_cells(fam: Family, options: Search, per_width: int | None = None) -> i
 
 
 def settle_count(fam: Family, options: Search) -> int:
-    """LRs of the family's grid strictly within `settle_octaves` of an LR in its middle: what
-    a width runs when its optimum is inside the grid and predicted well."""
+    """LRs of the family's grid that a width whose optimum is an LR in the grid's middle runs
+    when it is predicted well: those strictly within the settle radius, and at least MIN_SIDE
+    a side inside the fit's window (support_needs)."""
     x = fam.log2_lrs
-    mid = x[len(x) // 2]
-    return max(options.window, int((np.abs(x - mid) < options.settle_octaves).sum()))
+    d = x - x[len(x) // 2]
+    chosen = np.abs(d) < settle_radius(fam, options)
+    for side in (-1, 1):
+        near = np.flatnonzero((d * side > 0) & (np.abs(d) < fit_half_width(fam)))
+        chosen[near[np.argsort(np.abs(d[near]))][:MIN_SIDE]] = True
+    return max(options.window, int(chosen.sum()))
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
@@ -413,7 +521,10 @@ def describe(fam: Family, p: WidthPlan, event: str) -> str:
     if p.full:
         return f"{head}: full grid of {len(fam.lrs)} LRs"
     pred = p.prediction
-    assert pred is not None
+    if pred is None:
+        lo, hi = p.window
+        return (f"{head}: nothing to predict from; walks from {fam.lrs[lo]:.3g}..{fam.lrs[hi]:.3g}"
+                f" towards the lower loss")
     lo, hi = p.window
     how = ("the lr* of width " + str(pred.widths[0]) if len(pred.widths) == 1 else
            f"drift {pred.slope:+.2f}/doubling over widths {','.join(map(str, pred.widths))}")

@@ -12,6 +12,7 @@ from mutransfer.sweep.search.transfer.decisions import (
     WidthPlan,
     fmt_log2,
     settle_count,
+    settle_radius,
 )
 
 # the columns of the table, shown even where they hold one value everywhere
@@ -28,12 +29,14 @@ def transfer_summary(search: TransferSearch) -> str:
     full = widths[:opts.full_widths]
     rest = len(widths) - len(full)
     per = max(settle_count(f, opts) for f in search.families)
+    radius = max(settle_radius(f, opts) for f in search.families)
     probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
-    return (f"transfer search over {most} cells: runs at least {least} (all {lrs} LRs at "
-            f"width {', '.join(map(str, full))}, a window of {opts.window} at each of the "
-            f"{rest} wider widths), about {typical} when each optimum is inside the grid "
-            f"(about {per} LRs a width: every LR within {opts.settle_octaves:g} octaves), "
-            f"at most {most}{probe}")
+    start = (f"all {lrs} LRs at width {', '.join(map(str, full))}, then " if full else
+             "a walk from the grid's middle at the smallest width, then ")
+    return (f"transfer search over {most} cells: runs at least {least} ({start}a window of "
+            f"{opts.window} at each of the {rest if full else rest - 1} wider widths), about "
+            f"{typical} when each optimum is inside the grid (about {per} LRs a width: every "
+            f"LR within {radius:.2f} octaves), at most {most}{probe}")
 
 
 def transfer_listing(search: TransferSearch) -> str:

@@ -1,0 +1,141 @@
+"""The transfer search against issue 29's target, replayed on full-grid stores.
+
+Target: the search costs <= 35% of the grid's trial-seconds, and at every (parameterization,
+width) its lr* is within 0.10 octave of the grid's and inside the grid's 95% interval. Each
+variant is replayed on a finished grid store (benchmarks/search_replay.py: the strategy's own
+decisions, two trials at a time, each trial's stored row), then analysed by
+`mutransfer.analysis.analyze` on the trials it ran; the grid's answer is the same analysis on
+every trial of the store (on the sweep's axes and seeds). Cost: trial-seconds (the stored
+trials' wall times), the same at each width's median trial time (`trial-s med`: every trial of
+a width does the same work, so this leaves out the machine's load changing while the grid
+ran, or between a search run and the grid completed after it in the same store), trial-tokens
+and FLOPs (6 x parameters x tokens per trial, the dense estimate: the widest widths dominate
+it as they dominate GPU-hours).
+
+    python benchmarks/search_targets.py STORE[:SWEEP.yaml][@SEEDS] ...
+    python benchmarks/search_targets.py /tmp/grid_search_cpu /tmp/real_B:real_B.yaml@0,1
+
+SWEEP.yaml is needed where the store holds none (a store written by a script): its cells are
+then matched to the stored trials by parameterization, width, LR and seed. @SEEDS replays a
+sweep of those seeds only (e.g. @0,1), so one dense store gives several disjoint seed sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
+
+from search_replay import Replayed, replay  # noqa: E402
+
+SECONDS_TARGET = 0.35   # share of the grid's trial-seconds
+GAP_TARGET = 0.10       # octaves between the search's lr* and the grid's
+
+# (name, the search: mapping); the default first, then the rule it replaced (issue 19: the
+# whole grid at the smallest width, every LR within 2.5 octaves of the optimum elsewhere)
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("transfer (default)", {"kind": "transfer"}),
+    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}),
+]
+
+
+def flops(rows: pd.DataFrame) -> float:
+    return float((6.0 * pd.to_numeric(rows["params"]) * pd.to_numeric(rows["tokens"])).sum())
+
+
+def gaps(grid: Replayed, run: Replayed) -> pd.DataFrame:
+    """Per (family, width): the grid's log2 lr* [interval], the variant's, the gap, inside?"""
+    ga = grid.analysis
+    cols = ga.group_cols
+    ref = ga.lr_opt.set_index(cols)
+    mine = run.analysis.lr_opt.set_index(cols).reindex(ref.index) if run.analysis else None
+    ran = pd.DataFrame(run.rows)
+    n_lrs = ran.groupby(cols)["lr"].nunique() if set(cols) <= set(ran.columns) else None
+    out = []
+    for key, g in ref.iterrows():
+        x = math.log2(g["lr_opt"])
+        lo, hi = (math.log2(g[c]) if np.isfinite(g[c]) and g[c] > 0 else math.nan
+                  for c in ("ci_low", "ci_high"))
+        y = math.log2(mine.loc[key, "lr_opt"]) if mine is not None and \
+            np.isfinite(mine.loc[key, "lr_opt"]) else math.nan
+        gap = y - x
+        # no interval at the grid (an edge optimum, a bound): inside means the same value
+        inside = (lo - 1e-9 <= y <= hi + 1e-9) if np.isfinite(lo) and np.isfinite(hi) \
+            else abs(gap) <= 1e-9
+        out.append({"group": "/".join(map(str, key if isinstance(key, tuple) else (key,))),
+                    "grid": f"{x:+.2f} [{lo:+.2f},{hi:+.2f}]" if np.isfinite(lo) else
+                    f"{x:+.2f} (no interval)", "search": f"{y:+.2f}", "gap": gap,
+                    "LRs run": int(n_lrs.get(key, 0)) if n_lrs is not None else -1,
+                    "inside": bool(inside)})
+    return pd.DataFrame(out)
+
+
+def one_store(spec: str) -> pd.DataFrame:
+    where, _, seeds_text = spec.partition("@")
+    store_text, _, sweep = where.partition(":")
+    store = Path(store_text)
+    doc = yaml.safe_load(Path(sweep).read_text()) if sweep else None
+    seeds = [int(s) for s in seeds_text.split(",")] if seeds_text else None
+    grid = replay(store, "grid", {"kind": "grid"}, seeds=seeds, doc=doc)
+    if grid.analysis is None:
+        sys.exit(f"{spec}: the grid's analysis failed: {grid.note}")
+    g = pd.DataFrame(grid.rows)
+    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
+    g_med = float(g["width"].map(median).sum())
+    g_sec, g_tok, g_flop = (float(pd.to_numeric(g["wall_time_s"]).sum()),
+                            float(pd.to_numeric(g["tokens"]).sum()), flops(g))
+    print(f"\n=== {spec}: grid {len(g)} trials, {g_sec:,.0f} trial-s, {g_tok:,.0f} "
+          f"trial-tokens, {g_flop:.3g} FLOPs ===")
+    rows = []
+    for name, search in VARIANTS:
+        r = replay(store, name, search, seeds=seeds, doc=doc)
+        df = pd.DataFrame(r.rows)
+        sec = float(pd.to_numeric(df["wall_time_s"]).sum()) / g_sec
+        tab = gaps(grid, r)
+        worst = float(np.nanmax(np.abs(tab["gap"]))) if tab["gap"].notna().any() else math.inf
+        if tab["gap"].isna().any():
+            worst = math.inf
+        met = sec <= SECONDS_TARGET and worst <= GAP_TARGET and bool(tab["inside"].all())
+        rows.append({"variant": name, "trials": len(df),
+                     "trial-s": f"{100 * sec:.1f}%",
+                     "trial-s med": f"{100 * df['width'].map(median).sum() / g_med:.1f}%",
+                     "trial-tokens": f"{100 * pd.to_numeric(df['tokens']).sum() / g_tok:.1f}%",
+                     "FLOPs": f"{100 * flops(df) / g_flop:.1f}%",
+                     "max |gap|": f"{worst:.2f}",
+                     "inside": f"{int(tab['inside'].sum())}/{len(tab)}",
+                     "target": "met" if met else "MISSED"})
+        print(f"-- {name}: per (family, width), log2 lr*")
+        print(tab.assign(gap=tab["gap"].map(lambda v: f"{v:+.2f}")).to_string(index=False))
+    out = pd.DataFrame(rows)
+    print(out.to_string(index=False))
+    sys.stdout.flush()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("stores", nargs="+", metavar="STORE[:SWEEP.yaml][@SEEDS]")
+    p.add_argument("--search", type=yaml.safe_load, action="append", default=[],
+                   metavar="YAML", help="another transfer-search setting to replay, e.g. "
+                   "'{settle_octaves: 2.5}' (repeatable)")
+    args = p.parse_args(argv)
+    for extra in args.search:
+        if not isinstance(extra, dict):
+            p.error("--search: give a YAML mapping, e.g. '{settle_octaves: 2.5}'")
+        VARIANTS.append((",".join(f"{k}={v}" for k, v in extra.items()),
+                         {"kind": "transfer", **extra}))
+    for spec in args.stores:
+        one_store(spec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
