@@ -127,6 +127,38 @@ def test_the_transfer_stage_is_an_equivalence_test_against_the_tolerance():
     assert seeds_to_decide(0.1, -0.2, 0.4, 0.1, 2) is None  # on the bound: never decided
 
 
+def test_more_seeds_cannot_shrink_the_grids_placement_part_of_the_interval():
+    from mutransfer.analysis.checkverdict import seeds_to_decide
+
+    # half-width 0.3, all of it from the seeds: as before
+    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2, placement_share=0.0) == 18
+    # a quarter of its variance is the grid's placement: the seeds' part must shrink to
+    # (0.1 / 0.3)^2 - 0.25 of it: 2 x 0.75 / (1/9 - 1/4) < 0, never
+    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2, placement_share=0.25) is None
+    # half-width 0.15 with a 10% placement share; room 0.12: 2 x 0.9 / (0.64 - 0.1) -> 4
+    assert seeds_to_decide(0.0, -0.15, 0.15, 0.12, 2, placement_share=0.1) == 4
+
+
+def test_a_correct_models_drift_can_pass_the_widths_share_their_grids_placement(tmp_path):
+    """Issue 29: every lr* carries a grid-placement term (0.2 octave on a one-octave grid);
+    counted once per width, it alone kept the drift's 95% interval wider than ±0.12 over
+    widths 64-512 (1.96 x 0.2 x sqrt(0.2) = 0.175), so no correct model could PASS, however
+    many seeds. The widths share the grid: the slope carries one measured placement term."""
+    import numpy as np
+
+    from mutransfer.analysis import analyze
+    from mutransfer.analysis.checkverdict import equivalence
+    from mutransfer.analysis.drift import PLACEMENT_SD
+    from tests.sweeps import LR_GRID, MUP
+    from tests.synthetic_sweeps import synthetic_tables, write_results
+
+    t = synthetic_tables([MUP], [64, 128, 256, 512], LR_GRID, list(range(8)), noise=0.002)
+    d = analyze(write_results(tmp_path, t)).drift.iloc[0]
+    assert d.se_placement == pytest.approx(PLACEMENT_SD * np.sqrt(0.2), rel=1e-6)
+    assert d.se_seeds < d.se_placement  # 8 seeds, little noise: the placement term dominates
+    assert equivalence(d.ci_low, d.ci_high, 0.12) == "PASS", (d.ci_low, d.ci_high)
+
+
 def param_slopes(*off):
     """Per-parameter exponent rows (analysis/updates.py's columns) of two tensors, each at
     its expected exponent; `off`: (param, kind, step, slope) put elsewhere."""

@@ -233,16 +233,22 @@ def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,
 
 
 def seeds_to_decide(slope: float, lo: float, hi: float, tolerance: float,
-                    seeds: int) -> int | None:
+                    seeds: int, placement_share: float = 0.0) -> int | None:
     """Seeds in all that would decide the equivalence test if the drift stayed at `slope`:
-    the interval's half-width shrinks as 1/√seeds (each lr*'s s.e. does), and it decides once
-    it is below |tolerance − |slope||. None when the slope sits on the bound (no number of
-    seeds decides it) or there is no interval."""
+    the seeds' part of the interval's variance shrinks as 1/seeds (each lr*'s does), the grid's
+    placement part (`placement_share` of the variance, analysis/drift.py) does not; it decides
+    once the half-width is below |tolerance − |slope||. None when the slope sits on the bound,
+    when the placement part alone is wider than that (no number of seeds decides it), or there
+    is no interval."""
     half = (hi - lo) / 2
     room = abs(tolerance - abs(slope))
     if not (math.isfinite(half) and half > 0 and room > 1e-9 and seeds > 0):
         return None
-    return max(seeds + 1, math.ceil(seeds * (half / room) ** 2))
+    p = min(max(placement_share, 0.0), 1.0) if math.isfinite(placement_share) else 0.0
+    left = (room / half) ** 2 - p  # what the seeds' share must shrink to
+    if left <= 1e-9:
+        return None
+    return max(seeds + 1, math.ceil(seeds * (1 - p) / left))
 
 
 def equivalence(lo: float, hi: float, tolerance: float) -> str:
@@ -313,10 +319,12 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     else:
         v.reason = (f"the coordinate check passes; {drift_words}: the interval crosses the "
                     f"bound and the budget ran out")
-        need = seeds_to_decide(slope, lo, hi, tolerance, seeds)
+        se, place = (float(d.get(k, math.nan) or math.nan) for k in ("se", "se_placement"))
+        share = (place / se) ** 2 if se > 0 and math.isfinite(place) else 0.0
+        need = seeds_to_decide(slope, lo, hi, tolerance, seeds, share)
         if need is None:
-            v.advice.append(f"the drift sits on the bound ±{tolerance:g}: no number of seeds "
-                            "decides it; more widths lengthen the lever arm")
+            v.advice.append(f"the drift sits too near the bound ±{tolerance:g}: no number of "
+                            "seeds decides it; more widths lengthen the lever arm")
         else:
             v.advice.append(f"about {need} seeds in all (now {seeds}) would decide it if the "
                             f"drift stays at {slope:+.2f}: raise check.budget")
