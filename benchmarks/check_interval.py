@@ -126,25 +126,31 @@ def every_seed(trials: pd.DataFrame) -> pd.DataFrame:
 def placement(path: str) -> None:
     trials = every_seed(read(path))
     q = np.round(np.log2(trials["lr"].to_numpy(float)) * 4).astype(int)
-    _, dense, _, _ = answers(trials)
+    dense_opt, dense, _, _ = answers(trials)
     ref = dense.set_index("parameterization")["slope"]
+    ref_opt = np.log2(dense_opt.set_index(["parameterization", "width"])["lr_opt"])
     rows = []
     for spacing, k in SPACINGS.items():
         for off in range(k):
-            _, dr, optima, _ = answers(trials[(q - off) % k == 0])
+            lr_opt, dr, optima, _ = answers(trials[(q - off) % k == 0])
             edged = {g.key[0] for g in optima if g.edge_side}
+            per_width = np.log2(lr_opt.set_index(["parameterization", "width"])["lr_opt"]) \
+                - ref_opt
             for _, r in dr.iterrows():
-                if r["parameterization"] in edged or not math.isfinite(r["slope"]):
+                p = r["parameterization"]
+                if p in edged or not math.isfinite(r["slope"]):
                     continue
-                rows.append({"spacing": spacing, "offset": off,
-                             "parameterization": r["parameterization"], "slope": r["slope"],
-                             "error": r["slope"] - ref[r["parameterization"]]})
+                rows.append({"spacing": spacing, "offset": off, "parameterization": p,
+                             "slope": r["slope"], "error": r["slope"] - ref[p],
+                             "width_errors": np.round(per_width.loc[p].to_numpy(), 3)})
     df = pd.DataFrame(rows)
     n_w = trials["width"].nunique()
     c = slope_stderr(np.log2(np.sort(trials["width"].unique()).astype(float)), np.ones(n_w))
     print(df.to_string(index=False))
-    for name, g in [*df.groupby("spacing"), ("all", df)]:
+    for name, g in [*df.groupby("spacing"), *df.groupby("parameterization"), ("all", df)]:
         rms = float(np.sqrt((g["error"] ** 2).mean()))
+        each = np.concatenate(g["width_errors"].to_list())
+        print(f"{name}: each width's lr* moved {np.sqrt((each**2).mean()):.3f} octave rms")
         print(f"{name}: {len(g)} sub-grids, slope error rms {rms:.3f} octave per doubling; "
               f"as an independent per-width term over {n_w} widths: {rms / c:.3f}")
 

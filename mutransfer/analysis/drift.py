@@ -5,9 +5,10 @@ its standard error is sqrt(sum c_w^2 se_w^2 + placement^2): se_w is each width's
 from the data (intervals.Noise.seed_stderr: the seeds' noise pooled over the family, and the
 LRs' own effects), and `placement` is the slope's own grid-placement term. Each lr* carries a
 placement term (intervals.GRID_SD: 0.2 octave on a one-octave grid) for where the grid sits
-relative to its optimum; the widths of a family share that grid, and a correct model's optima
-sit at the same place on it, so most of it is common to the widths and cancels in the slope.
-What is left was measured (PLACEMENT_SD). The 95% interval is slope -/+ t x s.e. with the
+relative to its optimum; counted once per width it would dominate the slope's s.e. (and alone
+keep a 4-width interval wider than ±0.17), yet what moving the grid does to the slope is
+measured, and smaller (PLACEMENT_SD): the widths share the grid, and their placement errors
+partly move together. The 95% interval is slope -/+ t x s.e. with the
 pooled noise's degrees of freedom. It measures how well the lr* are known, not how well a power
 law describes them; the OLS interval beside it (slope -/+ t x s.e., with its degrees of
 freedom, widths - 2) measures the scatter of the lr* about the line.
@@ -30,11 +31,13 @@ from mutransfer.analysis.tdist import t_quantile
 NEEDS_TWO = "needs at least two widths"
 # The slope's grid-placement term, as the sd of an independent error of each width's lr*
 # (octaves; the slope's is PLACEMENT_SD x sqrt(sum c_w^2)), per octave of grid step above one.
-# Measured on the dense store B (benchmarks/check_interval.py: mup_ssm and sp, widths 32-128,
-# quarter-octave LRs, 8 seeds): over its 11 half- and one-octave sub-grids with every seed,
-# the slope moved from the dense grid's by 0.044 octave per doubling rms (half: 0.045, one
-# octave: 0.044; no smaller on the finer grid), i.e. 0.063 per width for three widths, where
-# the widths' own placement terms (GRID_SD) would have given 0.14 (one octave) and 0.07 (half).
+# Measured on the dense store B (benchmarks/check_interval.py placement: mup_ssm and sp,
+# widths 32-128, quarter-octave LRs, 8 seeds): over its 11 half- and one-octave sub-grids with
+# every seed, each width's lr* moved from the dense grid's by 0.079 octave rms (half 0.065,
+# one octave 0.086) and the slope by 0.044 octave per doubling rms (half 0.045, one octave
+# 0.044: no smaller on the finer grid; mup_ssm 0.056, sp 0.031), i.e. 0.063 per width for
+# three widths, where the widths' own placement terms (GRID_SD) give 0.14 (one octave) and
+# 0.07 (half). From 11 sub-grids: its own 95% upper bound is about 1.7x.
 PLACEMENT_SD = 0.063
 PLACEMENT_STEP = 1.0  # octaves: at most this step, the measured term; coarser, in proportion
 
