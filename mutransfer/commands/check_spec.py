@@ -68,7 +68,8 @@ class CheckBudget(StrictModel):
 
 # Four doublings of width by default: the drift's standard error falls as 1/(the widths'
 # spread in log2), and the narrowest width costs the least (sum c_w^2 = 0.1 over 32-512, 0.2
-# over 64-512: the same seeds give a 0.71x narrower interval for ~6% more trial-seconds).
+# over 64-512: the same seeds give a 0.71x smaller s.e. from the data for ~4% more
+# trial-seconds; benchmarks/README.md, "Why a correct model could not PASS").
 DEFAULT_WIDTHS = [32, 64, 128, 256, 512]
 
 
