@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -129,14 +130,20 @@ def test_the_transfer_stage_is_an_equivalence_test_against_the_tolerance():
 
 def test_more_seeds_cannot_shrink_the_grids_placement_part_of_the_interval():
     from mutransfer.analysis.checkverdict import seeds_to_decide
+    from mutransfer.analysis.tdist import t_quantile
 
-    # half-width 0.3, all of it from the seeds: as before
-    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2, placement_share=0.0) == 18
-    # a quarter of its variance is the grid's placement: the seeds' part must shrink to
-    # (0.1 / 0.3)^2 - 0.25 of it: 2 x 0.75 / (1/9 - 1/4) < 0, never
-    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2, placement_share=0.25) is None
-    # half-width 0.15 with a 10% placement share; room 0.12: 2 x 0.9 / (0.64 - 0.1) -> 4
-    assert seeds_to_decide(0.0, -0.15, 0.15, 0.12, 2, placement_share=0.1) == 4
+    # the stored 64-512 Mamba run: drift -0.04, s.e. 0.046 from 2 seeds (df 4) and 0.028
+    # placement; half-width 2.776 x 0.054 = 0.149, room 0.08
+    half = t_quantile(0.95, 4) * np.hypot(0.046, 0.028)
+    need = seeds_to_decide(-0.04, -0.04 - half, -0.04 + half, 0.12, 2, 0.046, 0.028, 4)
+    def half_at(n):  # 4 df per pair of seeds (4 widths), the seeds' part as 1/sqrt(n)
+        return t_quantile(0.95, 4 * (n - 1)) * np.hypot(0.046 * np.sqrt(2 / n), 0.028)
+
+    assert need == 7 and half_at(7) <= 0.08 < half_at(6)
+    # the placement part alone (1.96 x 0.045) is wider than the room: no number of seeds
+    assert seeds_to_decide(-0.04, -0.2, 0.12, 0.12, 2, 0.046, 0.045, 4) is None
+    # without the parts: the whole half-width shrinks as 1/sqrt(seeds), as before
+    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2) == 18
 
 
 def test_a_correct_models_drift_can_pass_the_widths_share_their_grids_placement(tmp_path):
