@@ -277,6 +277,10 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
         r.drift, r.seeds, r.rounds = drift, seeds, r.rounds + 1
         last_s, last_trials = time.time() - t0, r.trials - before
         lo, hi = (float((drift or {}).get(k, math.nan)) for k in ("ci_low", "ci_high"))
+        slope = float((drift or {}).get("slope", math.nan))
+        print(f"round {r.rounds}: drift {slope:+.3f} per doubling, 95% interval "
+              f"[{lo:+.3f}, {hi:+.3f}] ({r.trials} trials, {r.trial_seconds:.0f} "
+              f"trial-seconds, {last_s:.0f} s)", flush=True)
         if equivalence(lo, hi, c.tolerance) or not (math.isfinite(lo) and math.isfinite(hi)):
             break  # decided; or no interval, which more seeds of this grid do not give
     else:
