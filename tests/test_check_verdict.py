@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -125,6 +126,44 @@ def test_the_transfer_stage_is_an_equivalence_test_against_the_tolerance():
     # half-width 0.3 at 2 seeds; a drift of 0 needs it below 0.1: 2 x 9 = 18 seeds
     assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2) == 18
     assert seeds_to_decide(0.1, -0.2, 0.4, 0.1, 2) is None  # on the bound: never decided
+
+
+def test_more_seeds_cannot_shrink_the_grids_placement_part_of_the_interval():
+    from mutransfer.analysis.checkverdict import seeds_to_decide
+    from mutransfer.analysis.tdist import t_quantile
+
+    # the stored 64-512 Mamba run: drift -0.04, s.e. 0.046 from 2 seeds (df 4) and 0.028
+    # placement; half-width 2.776 x 0.054 = 0.149, room 0.08
+    half = t_quantile(0.95, 4) * np.hypot(0.046, 0.028)
+    need = seeds_to_decide(-0.04, -0.04 - half, -0.04 + half, 0.12, 2, 0.046, 0.028, 4)
+    def half_at(n):  # 4 df per pair of seeds (4 widths), the seeds' part as 1/sqrt(n)
+        return t_quantile(0.95, 4 * (n - 1)) * np.hypot(0.046 * np.sqrt(2 / n), 0.028)
+
+    assert need == 7 and half_at(7) <= 0.08 < half_at(6)
+    # the placement part alone (1.96 x 0.045) is wider than the room: no number of seeds
+    assert seeds_to_decide(-0.04, -0.2, 0.12, 0.12, 2, 0.046, 0.045, 4) is None
+    # without the parts: the whole half-width shrinks as 1/sqrt(seeds), as before
+    assert seeds_to_decide(0.0, -0.3, 0.3, 0.1, 2) == 18
+
+
+def test_a_correct_models_drift_can_pass_the_widths_share_their_grids_placement(tmp_path):
+    """Issue 29: every lr* carries a grid-placement term (0.2 octave on a one-octave grid);
+    counted once per width, it alone kept the drift's 95% interval wider than ±0.12 over
+    widths 64-512 (1.96 x 0.2 x sqrt(0.2) = 0.175), so no correct model could PASS, however
+    many seeds. The widths share the grid: the slope carries one measured placement term."""
+    import numpy as np
+
+    from mutransfer.analysis import analyze
+    from mutransfer.analysis.checkverdict import equivalence
+    from mutransfer.analysis.drift import PLACEMENT_SD
+    from tests.sweeps import LR_GRID, MUP
+    from tests.synthetic_sweeps import synthetic_tables, write_results
+
+    t = synthetic_tables([MUP], [64, 128, 256, 512], LR_GRID, list(range(8)), noise=0.002)
+    d = analyze(write_results(tmp_path, t)).drift.iloc[0]
+    assert d.se_placement == pytest.approx(PLACEMENT_SD * np.sqrt(0.2), rel=1e-6)
+    assert d.se_seeds < d.se_placement  # 8 seeds, little noise: the placement term dominates
+    assert equivalence(d.ci_low, d.ci_high, 0.12) == "PASS", (d.ci_low, d.ci_high)
 
 
 def param_slopes(*off):

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.coordverdict import excess, judge, label
+from mutransfer.analysis.intervals import LEVEL
+from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis.updates import GOVERNED
 
 # (role, kind, direction) -> what it usually means; kind h: size at init or after training,
@@ -232,17 +234,37 @@ def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,
                    params=dict(behind.get(name, {})))
 
 
-def seeds_to_decide(slope: float, lo: float, hi: float, tolerance: float,
-                    seeds: int) -> int | None:
+MAX_SEEDS = 10_000  # seeds_to_decide looks no further
+
+
+def seeds_to_decide(slope: float, lo: float, hi: float, tolerance: float, seeds: int,
+                    se_seeds: float = math.nan, se_placement: float = 0.0,
+                    df: int = 0) -> int | None:
     """Seeds in all that would decide the equivalence test if the drift stayed at `slope`:
-    the interval's half-width shrinks as 1/√seeds (each lr*'s s.e. does), and it decides once
-    it is below |tolerance − |slope||. None when the slope sits on the bound (no number of
-    seeds decides it) or there is no interval."""
+    the smallest number whose half-width is below |tolerance − |slope||. With the drift's
+    s.e. parts (analysis/drift.py): the seeds' part shrinks as 1/√seeds, the grid's placement
+    part does not, and the t quantile falls as the df (`df` at `seeds`) grow in proportion
+    to seeds − 1; without them the whole half-width shrinks as 1/√seeds. None when the slope
+    sits on the bound, when no number of seeds narrows the interval enough, or there is no
+    interval."""
     half = (hi - lo) / 2
     room = abs(tolerance - abs(slope))
     if not (math.isfinite(half) and half > 0 and room > 1e-9 and seeds > 0):
         return None
-    return max(seeds + 1, math.ceil(seeds * (half / room) ** 2))
+    if not (math.isfinite(se_seeds) and df > 0 and seeds > 1):
+        return max(seeds + 1, math.ceil(seeds * (half / room) ** 2))
+
+    def half_at(n: int) -> float:
+        t = t_quantile(LEVEL, round(df * (n - 1) / (seeds - 1)))
+        return t * math.hypot(se_seeds * math.sqrt(seeds / n), se_placement)
+
+    if half_at(MAX_SEEDS) > room:
+        return None
+    low, high = seeds, MAX_SEEDS  # half_at falls with n: bisect for the first n that fits
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if half_at(mid) <= room else (mid, high)
+    return max(seeds + 1, high)
 
 
 def equivalence(lo: float, hi: float, tolerance: float) -> str:
@@ -313,10 +335,12 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     else:
         v.reason = (f"the coordinate check passes; {drift_words}: the interval crosses the "
                     f"bound and the budget ran out")
-        need = seeds_to_decide(slope, lo, hi, tolerance, seeds)
+        need = seeds_to_decide(slope, lo, hi, tolerance, seeds,
+                               float(d.get("se_seeds", math.nan)),
+                               float(d.get("se_placement", 0.0)), int(d.get("ci_df", 0) or 0))
         if need is None:
-            v.advice.append(f"the drift sits on the bound ±{tolerance:g}: no number of seeds "
-                            "decides it; more widths lengthen the lever arm")
+            v.advice.append(f"the drift sits too near the bound ±{tolerance:g}: no number of "
+                            "seeds decides it; more widths lengthen the lever arm")
         else:
             v.advice.append(f"about {need} seeds in all (now {seeds}) would decide it if the "
                             f"drift stays at {slope:+.2f}: raise check.budget")

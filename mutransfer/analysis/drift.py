@@ -1,15 +1,22 @@
 """Drift of the optimal LR with width: the slope of log2 lr* against log2 width per family.
 
 The slope is a weighted sum of the widths' log2 lr* (least squares: sum c_w log2 lr*_w), so
-its standard error is sqrt(sum c_w^2 se_w^2) from the widths' standard errors (intervals.py;
-independent across widths, one pooled noise estimate), and its 95% interval is slope -/+ t x
-s.e. with that estimate's degrees of freedom. It measures how well the lr* are known, not how
-well a power law describes them; the OLS interval beside it (slope -/+ t x s.e., with its
-degrees of freedom, widths - 2) measures the scatter of the lr* about the line.
+its standard error is sqrt(sum c_w^2 se_w^2 + placement^2): se_w is each width's standard error
+from the data (intervals.Noise.seed_stderr: the seeds' noise pooled over the family, and the
+LRs' own effects), and `placement` is the slope's own grid-placement term. Each lr* carries a
+placement term (intervals.GRID_SD: 0.2 octave on a one-octave grid) for where the grid sits
+relative to its optimum; counted once per width it would dominate the slope's s.e. (and alone
+keep a 4-width interval wider than ±0.17), yet what moving the grid does to the slope is
+measured, and smaller (PLACEMENT_SD): the widths share the grid, and their placement errors
+partly move together. The 95% interval is slope -/+ t x s.e. with the
+pooled noise's degrees of freedom. It measures how well the lr* are known, not how well a power
+law describes them; the OLS interval beside it (slope -/+ t x s.e., with its degrees of
+freedom, widths - 2) measures the scatter of the lr* about the line.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +29,17 @@ from mutransfer.analysis.slopes import Line, ols, t_interval
 from mutransfer.analysis.tdist import t_quantile
 
 NEEDS_TWO = "needs at least two widths"
+# The slope's grid-placement term, as the sd of an independent error of each width's lr*
+# (octaves; the slope's is PLACEMENT_SD x sqrt(sum c_w^2)), per octave of grid step above one.
+# Measured on the dense store B (benchmarks/check_interval.py placement: mup_ssm and sp,
+# widths 32-128, quarter-octave LRs, 8 seeds): over its 11 half- and one-octave sub-grids with
+# every seed, each width's lr* moved from the dense grid's by 0.079 octave rms (half 0.065,
+# one octave 0.086) and the slope by 0.044 octave per doubling rms (half 0.045, one octave
+# 0.044: no smaller on the finer grid; mup_ssm 0.056, sp 0.031), i.e. 0.063 per width for
+# three widths, where the widths' own placement terms (GRID_SD) give 0.14 (one octave) and
+# 0.07 (half). From 11 sub-grids: its own 95% upper bound is about 1.7x.
+PLACEMENT_SD = 0.063
+PLACEMENT_STEP = 1.0  # octaves: at most this step, the measured term; coarser, in proportion
 
 
 def widths_text(widths: np.ndarray) -> str:
@@ -34,6 +52,13 @@ def slope_stderr(x: np.ndarray, stderr: np.ndarray) -> float:
     xc = x - x.mean()
     c = xc / (xc**2).sum()
     return float(np.sqrt((c**2 * stderr**2).sum()))
+
+
+def placement_stderr(x: np.ndarray, step: float) -> float:
+    """The slope's grid-placement term for widths at log2 `x` on a grid of `step` octaves
+    (the median step inside the widths' fit windows; PLACEMENT_SD)."""
+    scale = max(step, PLACEMENT_STEP) / PLACEMENT_STEP if np.isfinite(step) else 1.0
+    return slope_stderr(x, np.full(len(x), PLACEMENT_SD * scale))
 
 
 def too_few(n_found: int, n_widths: int, what: str) -> str:
@@ -84,12 +109,13 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
     widths = fit.widths
     row = {**dict(zip(cols, fam_key)), "n_widths": len(widths), "widths": widths_text(widths),
            **ols_columns(fit), "ci_low": np.nan, "ci_high": np.nan, "se": np.nan,
-           "ci_method": "", "ci_df": 0, "n_edge": int(fit.rows["edge"].sum()),
-           "note": fit.note}
+           "se_seeds": np.nan, "se_placement": np.nan, "ci_method": "", "ci_df": 0,
+           "n_edge": int(fit.rows["edge"].sum()), "note": fit.note}
     if fit.line is None:
         return row
     optima = [by_key[(*fam_key, w)] for w in widths]
-    stderr = np.array([g.stderr for g in optima])
+    stderr = np.array([math.nan if g.edge_side else g.noise.seed_stderr(g.spread)
+                       for g in optima])
     notes = []
     if row["n_edge"]:
         notes.append(f"{row['n_edge']} of {len(widths)} optima on the grid edge: slope is a "
@@ -99,10 +125,14 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
         notes.append(f"no interval: lr* at width {','.join(missing)} has none")
     else:
         noise = optima[0].noise  # one per family
-        se = slope_stderr(fit.x, stderr)
+        seeds = slope_stderr(fit.x, stderr)
+        steps = [g.spread.step for g in optima if np.isfinite(g.spread.step)]
+        place = placement_stderr(fit.x, max(steps) if steps else math.nan)
+        se = math.hypot(seeds, place)
         half = noise.t * se
         row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
-                   ci_method=noise.source, ci_df=noise.df)
+                   se_seeds=seeds, se_placement=place, ci_method=noise.source,
+                   ci_df=noise.df)
     row["note"] = "; ".join(notes)
     return row
 

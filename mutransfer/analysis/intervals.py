@@ -133,7 +133,13 @@ class Noise:
     def stderr(self, spread: Spread) -> float:
         """The standard error of one group's log2 lr*, NaN where it has no fitted optimum:
         the seeds' noise, and beside it the LRs' own effects (what another placement of the
-        grid would see differently; Spread.tau_var)."""
+        grid would see differently; Spread.tau_var) and the grid's placement (grid_sd)."""
+        return math.sqrt(self.seed_stderr(spread) ** 2 + grid_sd(spread.step) ** 2)
+
+    def seed_stderr(self, spread: Spread) -> float:
+        """stderr without the grid's placement term: what the data measure (the seeds' noise
+        and the LRs' own effects). A drift across widths on one grid takes its placement
+        term from elsewhere (analysis/drift.py): the widths share the grid."""
         if not self.source or not np.isfinite(spread.model_var):
             return math.nan
         if self.source in (SEEDS, POINTS):
@@ -141,7 +147,7 @@ class Noise:
             var = self.var * spread.model_var / n if n else math.nan
         else:
             var = self.var * spread.model_var
-        return math.sqrt(var + spread.tau_var + grid_sd(spread.step) ** 2)
+        return math.sqrt(var + spread.tau_var)
 
     @property
     def t(self) -> float:

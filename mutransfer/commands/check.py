@@ -277,6 +277,10 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
         r.drift, r.seeds, r.rounds = drift, seeds, r.rounds + 1
         last_s, last_trials = time.time() - t0, r.trials - before
         lo, hi = (float((drift or {}).get(k, math.nan)) for k in ("ci_low", "ci_high"))
+        slope = float((drift or {}).get("slope", math.nan))
+        print(f"round {r.rounds}: drift {slope:+.3f} per doubling, 95% interval "
+              f"[{lo:+.3f}, {hi:+.3f}] ({r.trials} trials, {r.trial_seconds:.0f} "
+              f"trial-seconds, {last_s:.0f} s)", flush=True)
         if equivalence(lo, hi, c.tolerance) or not (math.isfinite(lo) and math.isfinite(hi)):
             break  # decided; or no interval, which more seeds of this grid do not give
     else:
@@ -333,7 +337,10 @@ def _write(out: Path, spec, v, judged, elapsed: float, r: Rounds) -> None:
               "culprit_slope": _num(v.culprit.slope) if v.culprit else None,
               "culprit_expected": _num(v.culprit.expected) if v.culprit else None,
               "drift": _num(v.drift), "drift_low": _num(v.drift_low),
-              "drift_high": _num(v.drift_high), "robust": v.robust,
+              "drift_high": _num(v.drift_high),
+              "drift_se_seeds": _num(float((r.drift or {}).get("se_seeds", math.nan))),
+              "drift_se_placement": _num(float((r.drift or {}).get("se_placement", math.nan))),
+              "drift_df": int((r.drift or {}).get("ci_df", 0) or 0), "robust": v.robust,
               "borderline": v.borderline, "checked": v.checked, "seconds": round(elapsed, 1),
               "tolerance": spec.check.tolerance, "seeds": r.seeds, "rounds": r.rounds,
               "trials": r.trials, "trial_seconds": round(r.trial_seconds, 1),

@@ -1,0 +1,168 @@
+"""What sets the width of `mutransfer check`'s drift interval, and what would narrow it?
+
+    python benchmarks/check_interval.py decompose CHECK_OUT/sweep [...]
+    python benchmarks/check_interval.py placement DENSE_STORE [...]
+
+`decompose` reads stored check runs (no new trials) and splits the drift's 95% half-width into
+its parts: per width, the standard error of log2 lr* from the data (the seeds' jackknife pooled
+over the family, and the LRs' own effects: intervals.Noise.seed_stderr) and the grid's
+placement term each lr* carries (intervals.grid_sd: 0.2 octave on a one-octave grid); for the
+slope, sum c_w^2 (the widths' lever arm), the t quantile at the pooled df, and the half-width
+as the widths' placement terms would give it (each independent: the interval before issue 29)
+and as analysis/drift.py now gives it (one placement term for the slope, PLACEMENT_SD). Then
+what other designs would reach, scaling the measured per-seed noise: seeds S (the seeds' part
+of each se_w as sqrt(2 / S), df = widths x (S - 1)), one more width below (32), and the
+trial-seconds each costs at the stored trials' mean wall time per width.
+
+`placement` measures the slope's placement term on a dense store (quarter-octave LRs, 8 seeds):
+every half- and one-octave sub-grid with all seeds, analysed as `analyze` does; the slope's
+distance from the dense grid's (rms) is what another placement of the grid moves it by, seeds
+held. Sub-grids with an optimum on their edge are left out; so are LRs not every seed ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mutransfer.analysis.choice import resolve  # noqa: E402
+from mutransfer.analysis.drift import PLACEMENT_SD, drift_table, slope_stderr  # noqa: E402
+from mutransfer.analysis.groups import prepare  # noqa: E402
+from mutransfer.analysis.intervals import grid_sd  # noqa: E402
+from mutransfer.analysis.optimum import group_optima, optimum_tables  # noqa: E402
+from mutransfer.analysis.tdist import t_quantile  # noqa: E402
+from mutransfer.analysis_defaults import FIT_WINDOW  # noqa: E402
+from mutransfer.results.store import Store  # noqa: E402
+
+LEVEL = 0.95
+SPACINGS = {"half": 2, "octave": 4}  # quarter-octave steps per grid step
+
+
+def read(path: str) -> pd.DataFrame:
+    t = Store(path).tables().trials
+    return t[t["status"].astype(str) != "failed"]
+
+
+def answers(trials: pd.DataFrame):
+    prep = prepare(trials, resolve(trials, None, None, {}))
+    optima = group_optima(prep, FIT_WINDOW)
+    lr_opt, _ = optimum_tables(optima, prep.group_cols)
+    return lr_opt, drift_table(lr_opt, optima, prep.family_cols), optima, prep.family_cols
+
+
+def half(t: float, *parts: float) -> float:
+    return t * math.sqrt(sum(p * p for p in parts))
+
+
+def decompose(path: str) -> None:
+    trials = read(path)
+    _, drift, optima, cols = answers(trials)
+    wall = trials.groupby("width")["wall_time_s"].mean()
+    for _, d in drift.iterrows():
+        members = [g for g in optima if list(g.key[:-1]) == [d[k] for k in cols]]
+        x = np.log2([float(g.key[-1]) for g in members])
+        seed_se = np.array([g.noise.seed_stderr(g.spread) for g in members])
+        grid = np.array([grid_sd(g.spread.step) for g in members])
+        noise = members[0].noise
+        xc = x - x.mean()
+        c2 = float(((xc / (xc**2).sum()) ** 2).sum())
+        s_seed = slope_stderr(x, seed_se)
+        s_grid_old = slope_stderr(x, grid)
+        place = float(d["se_placement"])
+        print(f"\n{path} · {[d[k] for k in cols]}: slope {d['slope']:+.3f}, "
+              f"new interval [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] (df {noise.df}, "
+              f"t {noise.t:.3f})")
+        print("| width | seeds | log2 lr* | s.e. from the data | grid placement (per width) "
+              "| mean trial-s |")
+        print("|---|---|---|---|---|---|")
+        for g, s, gr in zip(members, seed_se, grid):
+            print(f"| {g.key[-1]} | {g.spread.n_seeds} | {g.log2_opt:.2f} | {s:.3f} | {gr:.3f} "
+                  f"| {wall.get(g.key[-1], math.nan):.1f} |")
+        print(f"sum c_w^2 {c2:.3f}; slope s.e.: data {s_seed:.4f}, widths' placement terms "
+              f"{s_grid_old:.4f} (old), slope's placement term {place:.4f} (new)")
+        print(f"half-width old {half(noise.t, s_seed, s_grid_old):.3f} (placement share "
+              f"{s_grid_old**2 / (s_seed**2 + s_grid_old**2):.0%}; at t=1.96 with no seed noise "
+              f"{1.96 * s_grid_old:.3f}); new {half(noise.t, s_seed, place):.3f}")
+        designs(x, seed_se, members, wall)
+
+
+def designs(x: np.ndarray, seed_se: np.ndarray, members, wall: pd.Series) -> None:
+    """Half-widths other designs would reach, from this run's per-seed noise."""
+    n = np.array([g.spread.n_seeds for g in members], float)
+    per_seed = float(np.sqrt(np.mean(seed_se**2 * n)))  # one seed's sd of log2 lr*, averaged
+    lrs = members[-1].stats.usable[0].sum()
+    print(f"one seed's sd of log2 lr* (rms over widths): {per_seed:.3f}; designs "
+          f"(the same sd at every width, {lrs} LRs per width beyond the first):")
+    print("| widths | seeds | df | t | s.e. data | placement | half-width | trial-s |")
+    print("|---|---|---|---|---|---|---|---|")
+    widths = [float(2**v) for v in x]
+    for ws in (widths, [widths[0] / 2] + widths):
+        xs = np.log2(ws)
+        place = slope_stderr(xs, np.full(len(xs), PLACEMENT_SD))
+        for s in (2, 4, 6, 8):
+            df = len(ws) * (s - 1)
+            t = t_quantile(LEVEL, df)
+            data = slope_stderr(xs, np.full(len(xs), per_seed / math.sqrt(s)))
+            cost = sum(wall.get(w, wall.iloc[0] / 2) * lrs * s for w in ws)
+            print(f"| {int(ws[0])}-{int(ws[-1])} | {s} | {df} | {t:.3f} | {data:.4f} | "
+                  f"{place:.4f} | {half(t, data, place):.3f} | {cost:.0f} |")
+
+
+def every_seed(trials: pd.DataFrame) -> pd.DataFrame:
+    """The cells every seed ran (a dense store's pilot LRs outside its window have fewer),
+    as benchmarks/real_curves.py reads dense stores."""
+    n = trials["seed"].nunique()
+    return trials[trials.groupby(["parameterization", "width", "lr"])["seed"]
+                  .transform("nunique") == n]
+
+
+def placement(path: str) -> None:
+    trials = every_seed(read(path))
+    q = np.round(np.log2(trials["lr"].to_numpy(float)) * 4).astype(int)
+    dense_opt, dense, _, _ = answers(trials)
+    ref = dense.set_index("parameterization")["slope"]
+    ref_opt = np.log2(dense_opt.set_index(["parameterization", "width"])["lr_opt"])
+    rows = []
+    for spacing, k in SPACINGS.items():
+        for off in range(k):
+            lr_opt, dr, optima, _ = answers(trials[(q - off) % k == 0])
+            edged = {g.key[0] for g in optima if g.edge_side}
+            per_width = np.log2(lr_opt.set_index(["parameterization", "width"])["lr_opt"]) \
+                - ref_opt
+            for _, r in dr.iterrows():
+                p = r["parameterization"]
+                if p in edged or not math.isfinite(r["slope"]):
+                    continue
+                rows.append({"spacing": spacing, "offset": off, "parameterization": p,
+                             "slope": r["slope"], "error": r["slope"] - ref[p],
+                             "width_errors": np.round(per_width.loc[p].to_numpy(), 3)})
+    df = pd.DataFrame(rows)
+    n_w = trials["width"].nunique()
+    c = slope_stderr(np.log2(np.sort(trials["width"].unique()).astype(float)), np.ones(n_w))
+    print(df.to_string(index=False))
+    for name, g in [*df.groupby("spacing"), *df.groupby("parameterization"), ("all", df)]:
+        rms = float(np.sqrt((g["error"] ** 2).mean()))
+        each = np.concatenate(g["width_errors"].to_list())
+        print(f"{name}: each width's lr* moved {np.sqrt((each**2).mean()):.3f} octave rms")
+        print(f"{name}: {len(g)} sub-grids, slope error rms {rms:.3f} octave per doubling; "
+              f"as an independent per-width term over {n_w} widths: {rms / c:.3f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=["decompose", "placement"])
+    p.add_argument("stores", nargs="+")
+    a = p.parse_args()
+    for s in a.stores:
+        (decompose if a.what == "decompose" else placement)(s)
+
+
+if __name__ == "__main__":
+    main()
