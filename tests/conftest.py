@@ -52,13 +52,26 @@ def byte_spec() -> DataSpec:
     return BYTES
 
 
-@pytest.fixture(scope="module")
+RAY_FIXTURE = "ray_local"
+
+
+@pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
+    """One local Ray (2 CPUs, quiet) for every test that asks for it: started by the first,
+    ended with the session. A sweep run in this process uses it (`ray_session` takes the Ray
+    this process already has, refusing options that Ray cannot honour)."""
     from mutransfer.sweep.run.cluster import ray_session
 
     with ray_session(num_cpus=2):
         yield
+
+
+def pytest_collection_modifyitems(items):
+    """The modules with a test on the shared local Ray run last, in their order: the Ray starts
+    once and idles through no other module, and the tests that start a Ray of their own in this
+    process (other options, another cluster) run before it exists."""
+    shared = {item.path for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.path in shared)  # stable: each module keeps its order
 
 
 @pytest.fixture
