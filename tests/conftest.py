@@ -66,6 +66,22 @@ def ray_local():
         yield
 
 
+@pytest.fixture(scope="session")
+def diverging_sweep(tmp_path_factory, ray_local):
+    """One sweep, run once for the tests that read it, of a cell that diverges (lr 1000) beside
+    one that trains (lr 0.001): its sweep file, exit code and printed output."""
+    import io
+
+    from mutransfer.commands.sweep import SweepArgs, run_sweep
+    from tests.sweeps import write_sweep
+
+    path = write_sweep(tmp_path_factory.mktemp("diverging"), "div",
+                       {"width": [16], "lr": [1000.0, 0.001]})
+    out = io.StringIO()
+    rc = run_sweep(SweepArgs(str(path), analysis=False, out=out))
+    return path, rc, out.getvalue()
+
+
 def pytest_collection_modifyitems(items):
     """The modules with a test on the shared local Ray run last, in their order: the Ray starts
     once and idles through no other module, and the tests that start a Ray of their own in this

@@ -144,7 +144,7 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
     try:
         wait_until(gate.held, first, 300, "a trial was running")
         second = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path)],
-                                cwd=REPO, capture_output=True, text=True, timeout=120)
+                                cwd=REPO, capture_output=True, text=True, timeout=600)
         assert second.returncode == 2, second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and "in use by another sweep driver" in lines[0], lines

@@ -83,12 +83,11 @@ def test_a_sweep_asking_for_another_ray_than_the_one_this_process_runs_is_refuse
             assert not (tmp_path / "other").exists()
 
 
-def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(tmp_path, ray_local):
-    path = write_sweep(tmp_path, "div", {"width": [16], "lr": [1000.0, 0.001]})
-    rc, out = sweep(path)
+def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(diverging_sweep):
+    path, rc, out = diverging_sweep
     assert rc == 0, out
     assert "1 complete, 1 diverged, 0 failed" in out
-    trials = read_tables(tmp_path / "div").trials.set_index("lr")
+    trials = read_tables(path.parent / "div").trials.set_index("lr")
     assert trials.loc[1000.0, "status"] == "diverged" and trials.loc[1000.0, "diverged"]
     assert 1 <= trials.loc[1000.0, "diverge_step"] <= 10
     assert trials.loc[0.001, "status"] == "complete"
