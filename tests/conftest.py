@@ -41,9 +41,12 @@ def _token_cache_in_tmp(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _few_threads():
-    """Tests run on 2 cores; keep torch from oversubscribing them."""
-    torch.set_num_threads(2)
+def _one_thread():
+    """One torch thread, as a sweep's trial runs (cpus_per_trial 1). The tests' models are tiny:
+    a second intra-op thread gains nothing and, on 2 cores shared with Ray's processes or a
+    busy machine, waits for a core at every parallel op (test_resume.py at load 40: 193 s at 2
+    threads, 42 s at 1). A test about threads sets its own, in a fresh process."""
+    torch.set_num_threads(1)
     yield
 
 
