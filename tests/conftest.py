@@ -41,9 +41,12 @@ def _token_cache_in_tmp(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _few_threads():
-    """Tests run on 2 cores; keep torch from oversubscribing them."""
-    torch.set_num_threads(2)
+def _one_thread():
+    """One torch thread, as a sweep's trial runs (cpus_per_trial 1). The tests' models are tiny:
+    a second intra-op thread gains nothing and, on 2 cores shared with Ray's processes or a
+    busy machine, waits for a core at every parallel op (test_resume.py at load 40: 193 s at 2
+    threads, 42 s at 1). A test about threads sets its own, in a fresh process."""
+    torch.set_num_threads(1)
     yield
 
 
@@ -52,13 +55,42 @@ def byte_spec() -> DataSpec:
     return BYTES
 
 
-@pytest.fixture(scope="module")
+RAY_FIXTURE = "ray_local"
+
+
+@pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray (2 CPUs, quiet) shared by the tests of a module."""
+    """One local Ray (2 CPUs, quiet) for every test that asks for it: started by the first,
+    ended with the session. A sweep run in this process uses it (`ray_session` takes the Ray
+    this process already has, refusing options that Ray cannot honour)."""
     from mutransfer.sweep.run.cluster import ray_session
 
     with ray_session(num_cpus=2):
         yield
+
+
+@pytest.fixture(scope="session")
+def diverging_sweep(tmp_path_factory, ray_local):
+    """One sweep, run once for the tests that read it, of a cell that diverges (lr 1000) beside
+    one that trains (lr 0.001): its sweep file, exit code and printed output."""
+    import io
+
+    from mutransfer.commands.sweep import SweepArgs, run_sweep
+    from tests.sweeps import write_sweep
+
+    path = write_sweep(tmp_path_factory.mktemp("diverging"), "div",
+                       {"width": [16], "lr": [1000.0, 0.001]})
+    out = io.StringIO()
+    rc = run_sweep(SweepArgs(str(path), analysis=False, out=out))
+    return path, rc, out.getvalue()
+
+
+def pytest_collection_modifyitems(items):
+    """The modules with a test on the shared local Ray run last, in their order: the Ray starts
+    once and idles through no other module, and the tests that start a Ray of their own in this
+    process (other options, another cluster) run before it exists."""
+    shared = {item.path for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.path in shared)  # stable: each module keeps its order
 
 
 @pytest.fixture

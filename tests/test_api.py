@@ -86,8 +86,9 @@ def readme_example() -> str:
 
 
 @pytest.fixture(scope="module")
-def readme_run(tmp_path_factory):
-    """The README's example in a fresh folder: its namespace and what it printed."""
+def readme_run(tmp_path_factory, ray_local):
+    """The README's example in a fresh folder, on the shared local Ray: its namespace and what
+    it printed."""
     folder = tmp_path_factory.mktemp("readme")
     code = readme_example()
     # the one change: the run's header and progress line go to a buffer, not the test's stdout

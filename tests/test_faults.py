@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def sweep(path: Path) -> tuple[int, str]:
-    """The sweep in this process, on the module's local Ray (`ray_local`)."""
+    """The sweep in this process, on the shared local Ray (`ray_local`)."""
     out = io.StringIO()
     return run_sweep(SweepArgs(str(path), analysis=False, out=out)), out.getvalue()
 
@@ -94,7 +94,7 @@ def test_a_killed_trial_worker_is_retried_and_the_trial_completes(tmp_path):
 # -- the driver dies, again and again ------------------------------------------------------------
 
 def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_nothing(
-        tmp_path, request):
+        tmp_path, ray_local):
     steps = 200  # trials of a few seconds: the sweep must outlast three kills on a fast machine
     rng = random.Random(8)
     path = write_sweep(tmp_path, "driver", {"width": [16, 32], "lr": [0.001, 0.003, 0.01],
@@ -120,8 +120,7 @@ def test_a_driver_killed_three_times_at_random_moments_loses_and_duplicates_noth
     assert killed_mid_trial >= 1, "no kill landed while a trial was running"
     assert len(read_tables(results).trials) < 12, "the sweep finished before the last kill"
 
-    request.getfixturevalue("ray_local")  # the rerun, in this process: only now, after the kills
-    rc, out = sweep(path)
+    rc, out = sweep(path)  # the rerun, in this process
     assert rc == 0, out
     assert "0 failed" in out
     tables = assert_every_cell_once(path, steps)
@@ -145,7 +144,7 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
     try:
         wait_until(gate.held, first, 300, "a trial was running")
         second = subprocess.run([sys.executable, "-m", "mutransfer.cli", "sweep", str(path)],
-                                cwd=REPO, capture_output=True, text=True, timeout=120)
+                                cwd=REPO, capture_output=True, text=True, timeout=600)
         assert second.returncode == 2, second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and "in use by another sweep driver" in lines[0], lines
@@ -183,7 +182,7 @@ def started_by(token: str) -> list[int]:
     return found
 
 
-def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path, request):
+def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path, ray_local):
     """Ctrl-C: the sweep stops, says how many of its cells are done, and does not run the
     analysis (or rewrite plots) on a partial grid; exit 130. The next run finishes it."""
     steps = 100
@@ -205,8 +204,7 @@ def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_pa
     assert 1 <= done < 6, out
     assert f"interrupted: {done} of 6 done" in out, out
     assert "ran " not in out and not (results / "analysis").exists(), out
-    request.getfixturevalue("ray_local")  # the next run, in this process
-    rc, out = sweep(path)
+    rc, out = sweep(path)  # the next run, in this process
     assert rc == 0, out
     assert_every_cell_once(path, steps)
 

@@ -4,6 +4,7 @@ divergence, failures and adaptive search. One Ray instance serves the whole modu
 from __future__ import annotations
 
 import io
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -63,12 +64,30 @@ def test_sweep_stores_both_tables_then_reruns_nothing_then_runs_only_new_cells(
     assert list((results / "history").glob("sweep-*.yaml"))  # the earlier file is kept
 
 
-def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(tmp_path, ray_local):
-    path = write_sweep(tmp_path, "div", {"width": [16], "lr": [1000.0, 0.001]})
-    rc, out = sweep(path)
+def test_a_sweep_asking_for_another_ray_than_the_one_this_process_runs_is_refused(
+        tmp_path, ray_local, capsys):
+    """In a process that already runs Ray (a notebook, this suite: 2 CPUs), a sweep is not
+    sent to it silently when its options ask for another: one line, exit 2, nothing written."""
+    from mutransfer.cli import main
+
+    path = write_sweep(tmp_path, "other", {"lr": [0.001]})
+    with socket.socket() as listener:  # a reachable address that is not this process's Ray
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        elsewhere = f"127.0.0.1:{listener.getsockname()[1]}"
+        for extra, said in ((["--num-cpus", "1"], "already runs a Ray with 2 CPUs"),
+                            (["--address", elsewhere], "this process already runs Ray (at")):
+            assert main(["sweep", str(path), *extra]) == 2, extra
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and said in err, err
+            assert not (tmp_path / "other").exists()
+
+
+def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(diverging_sweep):
+    path, rc, out = diverging_sweep
     assert rc == 0, out
     assert "1 complete, 1 diverged, 0 failed" in out
-    trials = read_tables(tmp_path / "div").trials.set_index("lr")
+    trials = read_tables(path.parent / "div").trials.set_index("lr")
     assert trials.loc[1000.0, "status"] == "diverged" and trials.loc[1000.0, "diverged"]
     assert 1 <= trials.loc[1000.0, "diverge_step"] <= 10
     assert trials.loc[0.001, "status"] == "complete"

@@ -4,7 +4,6 @@ is stored with empty final/best losses while the sweep finishes."""
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from mutransfer.commands.sweep import SweepArgs, run_sweep
 from mutransfer.results.store import read_tables
 from mutransfer.sweep.plan.cells import load_plan
 from mutransfer.sweep.run.trainable import TrialUnit, run_unit
@@ -52,12 +50,11 @@ def test_a_worker_killed_mid_trial_is_retried_and_resumes_from_its_checkpoint(tm
 
 
 def test_a_diverged_trial_is_stored_with_empty_final_losses_and_the_sweep_finishes(
-        tmp_path, ray_local):
-    path = write_sweep(tmp_path, "div", {"width": [16], "lr": [1000.0, 0.001]})
-    out = io.StringIO()
-    assert run_sweep(SweepArgs(str(path), analysis=False, out=out)) == 0, out.getvalue()
-    assert "1 complete, 1 diverged, 0 failed" in out.getvalue()
-    trials = read_tables(tmp_path / "div").trials.set_index("lr")
+        diverging_sweep):
+    path, rc, out = diverging_sweep  # a real sweep on the shared local Ray (tests/conftest.py)
+    assert rc == 0, out
+    assert "1 complete, 1 diverged, 0 failed" in out
+    trials = read_tables(path.parent / "div").trials.set_index("lr")
     diverged, trained = trials.loc[1000.0], trials.loc[0.001]
     assert diverged["status"] == "diverged"
     assert math.isnan(diverged["final_eval_loss"]) and math.isnan(diverged["best_eval_loss"])

@@ -91,7 +91,8 @@ def probe(address: str, timeout_s: float = 5.0) -> None:
 def ray_session(address: str | None = None, num_cpus: int | None = None,
                 num_gpus: int | None = None) -> Iterator[Capacity]:
     """Ray for the duration of a run: the one already initialised in this process (left
-    running), a new local instance (address None), or an existing cluster (`address`)."""
+    running; options it cannot honour are refused), a new local instance (address None), or
+    an existing cluster (`address`)."""
     quiet_ray_env()
     import ray
 
@@ -102,6 +103,8 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
         except BaseException:
             ray.shutdown()  # a half-started local Ray must not outlive the error in this process
             raise
+    else:
+        check_running(ray, address, num_cpus, num_gpus)
     logging.getLogger("ray").setLevel(logging.ERROR)
     logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # failures: printed by the sweep
     try:
@@ -109,6 +112,40 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
     finally:
         if owned:
             ray.shutdown()
+
+
+def check_running(ray, address: str | None, num_cpus: int | None,
+                  num_gpus: int | None) -> None:
+    """Options for a run on the Ray this process already has: refused in one line when that
+    Ray cannot be what they ask for (another address, other CPU or GPU amounts), since the run
+    would otherwise go to it silently. Options left out accept it as it is."""
+    if address not in (None, "local", "auto") and not address.startswith("ray://"):
+        running = ray.get_runtime_context().gcs_address  # a client's (ray://) port is not it
+        if _same_place(address, running) is False:
+            raise UserError(f"--address {address}: this process already runs Ray (at "
+                            f"{running}); end it (ray.shutdown()) to connect elsewhere")
+    have = ray.cluster_resources()
+    for flag, asked, kind in (("--num-cpus", num_cpus, "CPU"), ("--num-gpus", num_gpus, "GPU")):
+        if asked is not None and abs(have.get(kind, 0.0) - asked) > 1e-9:
+            raise UserError(f"{flag} {asked}: this process already runs a Ray with "
+                            f"{have.get(kind, 0.0):g} {kind}s; end it (ray.shutdown()) for "
+                            f"another amount")
+
+
+def _same_place(a: str, b: str) -> bool | None:
+    """Whether two HOST:PORT addresses name one place (hosts compared by their IPv4 address);
+    None when either cannot be read."""
+    (host_a, port_a), (host_b, port_b) = _host_port(a), _host_port(b)
+    if port_a is None or port_b is None:
+        return None
+    return port_a == port_b and _ip(host_a) == _ip(host_b)
+
+
+def _ip(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
 
 
 def check_local_resources(address: str | None, num_cpus: int | None,
