@@ -250,3 +250,14 @@ def test_a_depth_sweep_at_one_width_has_depth_as_its_scale_axis(tmp_path):
     (row,) = a.drift.itertuples()
     assert row.ci_low < B_DEPTH < row.ci_high
     assert a.law.coef.empty or (a.law.coef["method"] != "wls").all()
+
+
+def test_a_scale_axis_drift_has_the_width_drifts_interval(depth):
+    # both tables count the seeds' noise per point and the grid's placement once per slope
+    # (analysis/drift.py); the scale table once counted the placement at every point
+    by_width = depth.scale_drift[depth.scale_drift["scale"] == "width"]
+    merged = by_width.merge(depth.drift, on=["parameterization", "model.n_layer"],
+                            suffixes=("", "_w"))
+    assert len(merged) == 3
+    for col in ("slope", "ci_low", "ci_high", "se_seeds", "se_placement"):
+        assert np.allclose(merged[col], merged[f"{col}_w"]), col

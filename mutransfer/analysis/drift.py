@@ -61,6 +61,14 @@ def placement_stderr(x: np.ndarray, step: float) -> float:
     return slope_stderr(x, np.full(len(x), PLACEMENT_SD * scale))
 
 
+def slope_parts(x: np.ndarray, seed_se: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
+    """The slope's standard error from the data (each point's seed part, independent) and
+    from the grid's placement (once for the slope, at the coarsest finite step)."""
+    finite = steps[np.isfinite(steps)]
+    return (slope_stderr(x, seed_se),
+            placement_stderr(x, float(finite.max()) if len(finite) else math.nan))
+
+
 def too_few(n_found: int, n_widths: int, what: str) -> str:
     """Why there is no slope: one width in the sweep, or too few widths with a value."""
     if n_widths < 2:
@@ -125,9 +133,7 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
         notes.append(f"no interval: lr* at width {','.join(missing)} has none")
     else:
         noise = optima[0].noise  # one per family
-        seeds = slope_stderr(fit.x, stderr)
-        steps = [g.spread.step for g in optima if np.isfinite(g.spread.step)]
-        place = placement_stderr(fit.x, max(steps) if steps else math.nan)
+        seeds, place = slope_parts(fit.x, stderr, np.array([g.spread.step for g in optima]))
         se = math.hypot(seeds, place)
         half = noise.t * se
         row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
@@ -147,17 +153,19 @@ def drift_table(lr_opt: pd.DataFrame, optima: list[GroupOptimum],
 
 def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: str) -> dict:
     """The drift of log2 optimum per doubling of `scale_col` in one family (every other
-    group column fixed), its interval from the optima's standard errors (`se_log2`, one
-    pooled noise per family: its df in `ci_df`)."""
+    group column fixed), its interval as drift_row's: the optima's seed parts
+    (`se_seeds_log2`, one pooled noise per family: its df in `ci_df`) and the grid's
+    placement once for the slope."""
     fit = width_fit(fam, "lr_opt", "an optimum", scale_col)
     row = {**dict(zip(cols, key)), "scale": scale_col, "n_points": len(fit.widths),
            "points": widths_text(fit.widths), **ols_columns(fit), "ci_low": np.nan,
-           "ci_high": np.nan, "se": np.nan, "ci_method": "", "ci_df": 0,
+           "ci_high": np.nan, "se": np.nan, "se_seeds": np.nan, "se_placement": np.nan,
+           "ci_method": "", "ci_df": 0,
            "n_edge": int(fit.rows["edge"].sum()),
            "note": fit.note.replace("widths", f"values of {scale_col}")}
     if fit.line is None:
         return row
-    stderr = fit.rows["se_log2"].to_numpy(float)
+    stderr = fit.rows["se_seeds_log2"].to_numpy(float)
     if row["n_edge"]:
         row["note"] = (f"{row['n_edge']} of {len(fit.widths)} optima on the grid edge: slope is "
                        "a bound, no interval")
@@ -166,9 +174,11 @@ def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: s
         row["note"] = f"no interval: the optimum at {scale_col} {','.join(missing)} has none"
     else:
         df = int(fit.rows["ci_df"].min())
-        se = slope_stderr(fit.x, stderr)
+        seeds, place = slope_parts(fit.x, stderr, fit.rows["grid_step"].to_numpy(float))
+        se = math.hypot(seeds, place)
         half = t_quantile(LEVEL, df) * se
         row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
+                   se_seeds=seeds, se_placement=place,
                    ci_method=str(fit.rows["ci_method"].iloc[0]), ci_df=df, note="")
     return row
 

@@ -268,6 +268,8 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "ci_low": 2.0**lo,
         "ci_high": 2.0**hi,
         "se_log2": g.stderr,
+        "se_seeds_log2": g.noise.seed_stderr(g.spread) if np.isfinite(g.stderr) else np.nan,
+        "grid_step": g.spread.step,
         "ci_method": g.noise.source if np.isfinite(g.stderr) else "",
         "ci_df": g.noise.df if np.isfinite(g.stderr) else 0,
         "method": ("parabola" if fitted else "argmin") if am >= 0 else "none",
