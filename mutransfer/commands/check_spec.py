@@ -32,7 +32,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
 from mutransfer.configbase import StrictModel, read_yaml, validate
-from mutransfer.sweep.plan.spec import LRRange
+from mutransfer.sweep.plan.spec import LRRange, RunSpec
 
 
 class CoordStage(StrictModel):
@@ -112,12 +112,7 @@ class CheckOptions(StrictModel):
         return sorted(set(value))
 
 
-class CheckSpec(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=100)
-    model: dict[str, Any] = {}
-    train: dict[str, Any] = {}
-    data: dict[str, Any] = {}
-    param: dict[str, Any] = {}
+class CheckSpec(RunSpec):
     check: CheckOptions = CheckOptions()
     storage: str | None = None  # default results/check/NAME
     cpus_per_trial: float = Field(1.0, gt=0)

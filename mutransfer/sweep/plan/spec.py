@@ -201,12 +201,18 @@ class Search(StrictModel):
 
 
 
-class SweepSpec(StrictModel):
+class RunSpec(StrictModel):
+    """What a sweep file and a check file share: a name and the sections of one trial's
+    config, each checked when the trials are resolved."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=100)
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
     data: dict[str, Any] = {}
     param: dict[str, Any] = {}
+
+
+class SweepSpec(RunSpec):
     width: int | None = Field(None, ge=8)  # the width of every cell unless `width` is an axis
     axes: dict[str, Any] = {}
     resources: Resources = Resources()
