@@ -44,7 +44,13 @@ def wait_for_port(port: int, timeout_s: float) -> None:
 
 def marked(mark: str) -> list[int]:
     """Pids of the running processes whose environment holds NODE_MARK=mark."""
-    entry = f"{NODE_MARK}={mark}".encode()
+    return with_env(NODE_MARK, mark)
+
+
+def with_env(name: str, value: str) -> list[int]:
+    """Pids of the running processes whose environment holds name=value (a dead, unreaped
+    process shows none)."""
+    entry = f"{name}={value}".encode()
     found = []
     for proc in Path("/proc").iterdir():
         try:

@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 from mutransfer.commands.sweep import SweepArgs, run_sweep
+from mutransfer.results.lease import LEASE_ENV
 from mutransfer.results.store import Store, read_tables
 from tests.gate import Gate
+from tests.raycluster import with_env
 from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = pytest.mark.slow
@@ -168,18 +170,8 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_ray_is_ended_by_the_nex
 
 def started_by(token: str) -> list[int]:
     """Running processes that a driver holding the lease `token` started (they inherit it
-    in their environment; a dead, unreaped process shows none)."""
-    from mutransfer.results.lease import LEASE_ENV
-
-    mark = f"{LEASE_ENV}={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    in their environment)."""
+    return with_env(LEASE_ENV, token)
 
 
 def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path, ray_local):
