@@ -143,10 +143,8 @@ def test_the_smallest_width_walks_to_its_optimum_and_each_wider_one_runs_the_fit
 
 
 def test_the_settle_radius_is_a_number_of_octaves_and_coarse_grids_keep_two_lrs_a_side():
-    grid = cells(params=("sp",), widths=[32, 64])
-    fam = families_of(grid)[0]
-    assert settle_radius(fam, Search(kind="transfer")) == SETTLE_OCTAVES
-    assert settle_radius(fam, Search(kind="transfer", settle_octaves=2.0)) == 2.0
+    assert settle_radius(Search(kind="transfer")) == SETTLE_OCTAVES
+    assert settle_radius(Search(kind="transfer", settle_octaves=2.0)) == 2.0
     # a one-octave grid: the radius holds one LR a side, the fit wants two: it runs five
     coarse = cells(log2_grid=np.arange(-14.0, -1.9, 1.0), widths=[32, 64, 128])
     search, ran, by_id = run_search(Search(kind="transfer"), Planted(), grid=coarse)

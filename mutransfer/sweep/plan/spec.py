@@ -148,8 +148,8 @@ class Search(StrictModel):
         "the side), and two usable LRs a side inside the analysis's fit window. Default "
         "1.22 octaves: the LRs beyond it weigh little in the fit, and lr* came out within "
         "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
-        "more costs more (2.5 runs every LR the analysis's window can weigh, and lr* is "
-        "then the grid's exactly on any spacing)"))
+        "more costs more (at the analysis's fit window, 2.5 octaves on half-octave and finer "
+        "grids, it runs every LR the fit can weigh, and lr* is then the grid's exactly)"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
         "benchmarks/README.md measures what it saves and how far it moves lr*)"))

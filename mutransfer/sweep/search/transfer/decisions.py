@@ -57,9 +57,10 @@ from mutransfer.sweep.search.families import Family, families_of
 # the settle radius (octaves): a width runs every grid LR this close to its best LR and to its
 # fitted optimum. 1.22 is where a 1.5-octave tricube window (the analysis's on half-octave and
 # finer grids when this was measured) weighs an LR a tenth of the optimum; replayed on three
-# grids, the LRs beyond it moved lr* by <= 0.07 octave under that estimator and under the
-# wider-windowed parabola (>= 2.5 octaves) proposed beside it, while a radius that follows a
-# 2.5-octave window (2.03) cost 48-73% of the grid's trial-seconds (benchmarks/README.md)
+# grids, the LRs beyond it moved lr* by <= 0.07 octave under that estimator and under
+# today's wider-windowed parabola (>= 2.5 octaves, analysis/fit.py), while a radius that
+# follows a 2.5-octave window (2.03) cost 48-73% of the grid's trial-seconds
+# (benchmarks/README.md)
 SETTLE_OCTAVES = 1.22
 SCAN_OCTAVES = 1.0  # the first width's walk: steps of the grid nearest one octave
 
@@ -213,7 +214,7 @@ def fit_half_width(fam: Family) -> float:
     return float(grid_window(x, np.zeros((1, len(x))), FIT_WINDOW)[0])
 
 
-def settle_radius(fam: Family, options: Search) -> float:
+def settle_radius(options: Search) -> float:
     """Octaves from the best LR and from the fitted optimum within which a width runs every
     grid LR before it settles: `settle_octaves`, else SETTLE_OCTAVES (on coarse grids the
     fit's two LRs a side, support_needs, reach further)."""
@@ -228,10 +229,11 @@ def support_needs(stats: LRStats, log2_lrs: np.ndarray, octaves: float = FIT_WIN
     ends), walking out from the best LR. Above it an LR where every seed diverged closes the
     side (nothing above it trains); below, diverged LRs are skipped (the fit skips them too).
     Past `octaves`, a side walks on inside the fit's window (`half_width` octaves) until it has
-    MIN_SIDE usable LRs: the analysis fits the curve's asymmetry only with two on each side,
-    so an LR it barely weighs still changes its fit's shape (a diverged LR next to the optimum
-    leaves a side short). With `octaves` at the window, the fit on the search's cells is the
-    fit on the grid's; below it, nearly so (the LRs left out weigh little)."""
+    MIN_SIDE usable LRs: with fewer, the parabola's rise on that side rests on one point (the
+    analysis's note says so), so an LR it barely weighs still changes its fit's shape (a
+    diverged LR next to the optimum leaves a side short). With `octaves` at the window, the
+    fit on the search's cells is the fit on the grid's; below it, nearly so (the LRs left out
+    weigh little)."""
     m = stats.argmin()
     if m < 0:
         return set()
@@ -337,7 +339,7 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
     else:  # the walk (first width) until bracketed, then the fit's support
         extra = scan_needs(stats, scan_steps(log2_lrs)) if prediction is None else set()
         if not extra:
-            extra = support_needs(stats, log2_lrs, settle_radius(fam, options),
+            extra = support_needs(stats, log2_lrs, settle_radius(options),
                                   fit_half_width(fam))
     plan.wanted |= extra
     if extra:
@@ -382,7 +384,7 @@ def settle_count(fam: Family, options: Search) -> int:
     a side inside the fit's window (support_needs)."""
     x = fam.log2_lrs
     d = x - x[len(x) // 2]
-    chosen = np.abs(d) < settle_radius(fam, options)
+    chosen = np.abs(d) < settle_radius(options)
     for side in (-1, 1):
         near = np.flatnonzero((d * side > 0) & (np.abs(d) < fit_half_width(fam)))
         chosen[near[np.argsort(np.abs(d[near]))][:MIN_SIDE]] = True

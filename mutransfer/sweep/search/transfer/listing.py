@@ -29,14 +29,13 @@ def transfer_summary(search: TransferSearch) -> str:
     full = widths[:opts.full_widths]
     rest = len(widths) - len(full)
     per = max(settle_count(f, opts) for f in search.families)
-    radius = max(settle_radius(f, opts) for f in search.families)
     probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
     start = (f"all {lrs} LRs at width {', '.join(map(str, full))}, then " if full else
              "a walk from the grid's middle at the smallest width, then ")
     return (f"transfer search over {most} cells: runs at least {least} ({start}a window of "
             f"{opts.window} at each of the {rest if full else rest - 1} wider widths), about "
             f"{typical} when each optimum is inside the grid (about {per} LRs a width: every "
-            f"LR within {radius:.2f} octaves), at most {most}{probe}")
+            f"LR within {settle_radius(opts):.2f} octaves), at most {most}{probe}")
 
 
 def transfer_listing(search: TransferSearch) -> str:
