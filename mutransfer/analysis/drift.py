@@ -4,11 +4,11 @@ The slope is a weighted sum of the widths' log2 lr* (least squares: sum c_w log2
 its standard error is sqrt(sum c_w^2 se_w^2 + placement^2): se_w is each width's standard error
 from the data (intervals.Noise.seed_stderr: the seeds' noise pooled over the family, and the
 LRs' own effects), and `placement` is the slope's own grid-placement term. Each lr* carries a
-placement term (intervals.GRID_SD: 0.2 octave on a one-octave grid) for where the grid sits
-relative to its optimum; counted once per width it would dominate the slope's s.e. (and alone
-keep a 4-width interval wider than ±0.17), yet what moving the grid does to the slope is
-measured, and smaller (PLACEMENT_SD): the widths share the grid, and their placement errors
-partly move together. The 95% interval is slope -/+ t x s.e. with the
+placement term (intervals.GRID_SD) for where the grid sits relative to its optimum; counted
+once per width it would dominate the slope's s.e. (at the 0.2 octave it was when this was
+measured, it alone kept a 4-width interval wider than ±0.17), yet what moving the grid does
+to the slope is measured, and smaller (PLACEMENT_SD): the widths share the grid, and their
+placement errors partly move together. The 95% interval is slope -/+ t x s.e. with the
 pooled noise's degrees of freedom. It measures how well the lr* are known, not how well a power
 law describes them; the OLS interval beside it (slope -/+ t x s.e., with its degrees of
 freedom, widths - 2) measures the scatter of the lr* about the line.
@@ -36,8 +36,9 @@ NEEDS_TWO = "needs at least two widths"
 # every seed, each width's lr* moved from the dense grid's by 0.079 octave rms (half 0.065,
 # one octave 0.086) and the slope by 0.044 octave per doubling rms (half 0.045, one octave
 # 0.044: no smaller on the finer grid; mup_ssm 0.056, sp 0.031), i.e. 0.063 per width for
-# three widths, where the widths' own placement terms (GRID_SD) give 0.14 (one octave) and
-# 0.07 (half). From 11 sub-grids: its own 95% upper bound is about 1.7x.
+# three widths, where the widths' own placement terms (GRID_SD as it was then, 0.2 per
+# octave of step) gave 0.14 (one octave) and 0.07 (half). From 11 sub-grids: its own 95%
+# upper bound is about 1.7x.
 PLACEMENT_SD = 0.063
 PLACEMENT_STEP = 1.0  # octaves: at most this step, the measured term; coarser, in proportion
 
@@ -61,12 +62,17 @@ def placement_stderr(x: np.ndarray, step: float) -> float:
     return slope_stderr(x, np.full(len(x), PLACEMENT_SD * scale))
 
 
-def slope_parts(x: np.ndarray, seed_se: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
-    """The slope's standard error from the data (each point's seed part, independent) and
-    from the grid's placement (once for the slope, at the coarsest finite step)."""
+def interval_columns(fit: WidthFit, seed_se: np.ndarray, steps: np.ndarray,
+                     t: float) -> dict:
+    """The slope's 95% interval, slope -/+ t x s.e., and the s.e.'s two parts: from the data
+    (each point's seed part, independent) and from the grid's placement (once for the slope,
+    at the coarsest finite step)."""
     finite = steps[np.isfinite(steps)]
-    return (slope_stderr(x, seed_se),
-            placement_stderr(x, float(finite.max()) if len(finite) else math.nan))
+    seeds = slope_stderr(fit.x, seed_se)
+    place = placement_stderr(fit.x, float(finite.max()) if len(finite) else math.nan)
+    se = math.hypot(seeds, place)
+    return {"ci_low": fit.line.slope - t * se, "ci_high": fit.line.slope + t * se, "se": se,
+            "se_seeds": seeds, "se_placement": place}
 
 
 def too_few(n_found: int, n_widths: int, what: str) -> str:
@@ -122,8 +128,7 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
     if fit.line is None:
         return row
     optima = [by_key[(*fam_key, w)] for w in widths]
-    stderr = np.array([math.nan if g.edge_side else g.noise.seed_stderr(g.spread)
-                       for g in optima])
+    stderr = np.array([g.noise.seed_stderr(g.spread) for g in optima])
     notes = []
     if row["n_edge"]:
         notes.append(f"{row['n_edge']} of {len(widths)} optima on the grid edge: slope is a "
@@ -133,12 +138,8 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
         notes.append(f"no interval: lr* at width {','.join(missing)} has none")
     else:
         noise = optima[0].noise  # one per family
-        seeds, place = slope_parts(fit.x, stderr, np.array([g.spread.step for g in optima]))
-        se = math.hypot(seeds, place)
-        half = noise.t * se
-        row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
-                   se_seeds=seeds, se_placement=place, ci_method=noise.source,
-                   ci_df=noise.df)
+        row.update(interval_columns(fit, stderr, np.array([g.spread.step for g in optima]),
+                                    noise.t), ci_method=noise.source, ci_df=noise.df)
     row["note"] = "; ".join(notes)
     return row
 
@@ -174,11 +175,8 @@ def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: s
         row["note"] = f"no interval: the optimum at {scale_col} {','.join(missing)} has none"
     else:
         df = int(fit.rows["ci_df"].min())
-        seeds, place = slope_parts(fit.x, stderr, fit.rows["grid_step"].to_numpy(float))
-        se = math.hypot(seeds, place)
-        half = t_quantile(LEVEL, df) * se
-        row.update(ci_low=fit.line.slope - half, ci_high=fit.line.slope + half, se=se,
-                   se_seeds=seeds, se_placement=place,
+        row.update(interval_columns(fit, stderr, fit.rows["grid_step"].to_numpy(float),
+                                    t_quantile(LEVEL, df)),
                    ci_method=str(fit.rows["ci_method"].iloc[0]), ci_df=df, note="")
     return row
 
