@@ -18,6 +18,8 @@ it as they dominate GPU-hours).
 SWEEP.yaml is needed where the store holds none (a store written by a script): its cells are
 then matched to the stored trials by parameterization, width, LR and seed. @SEEDS replays a
 sweep of those seeds only (e.g. @0,1), so one dense store gives several disjoint seed sets.
+`--stop P` also replays the default search with early stopping (search.stop, protect_octaves
+P; a stopped trial is priced at the share of its tokens it ran).
 """
 
 from __future__ import annotations
@@ -36,14 +38,16 @@ sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
 from search_replay import Replayed, replay  # noqa: E402
 
+from mutransfer.sweep.search.stopping import StopOptions  # noqa: E402
+
 SECONDS_TARGET = 0.35   # share of the grid's trial-seconds
 GAP_TARGET = 0.10       # octaves between the search's lr* and the grid's
 
 # (name, the search: mapping); the default first, then the rule it replaced (issue 19: the
 # whole grid at the smallest width, every LR within 2.5 octaves of the optimum elsewhere)
-VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    ("transfer (default)", {"kind": "transfer"}),
-    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}),
+VARIANTS: list[tuple[str, dict[str, Any], StopOptions | None]] = [
+    ("transfer (default)", {"kind": "transfer"}, None),
+    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}, None),
 ]
 
 
@@ -95,9 +99,13 @@ def one_store(spec: str) -> pd.DataFrame:
     print(f"\n=== {spec}: grid {len(g)} trials, {g_sec:,.0f} trial-s, {g_tok:,.0f} "
           f"trial-tokens, {g_flop:.3g} FLOPs ===")
     rows = []
-    for name, search in VARIANTS:
-        r = replay(store, name, search, seeds=seeds, doc=doc)
+    g_tokens = dict(zip(g["trial_id"].astype(str), pd.to_numeric(g["tokens"])))
+    for name, search, stop in VARIANTS:
+        r = replay(store, name, search, stop=stop, seeds=seeds, doc=doc)
         df = pd.DataFrame(r.rows)
+        # a stopped trial is priced at the share of its tokens it ran
+        ran_share = pd.to_numeric(df["tokens"]) / df["trial_id"].astype(str).map(g_tokens)
+        med = float((df["width"].map(median) * ran_share).sum()) / g_med
         sec = float(pd.to_numeric(df["wall_time_s"]).sum()) / g_sec
         tab = gaps(grid, r)
         worst = float(np.nanmax(np.abs(tab["gap"]))) if tab["gap"].notna().any() else math.inf
@@ -106,7 +114,7 @@ def one_store(spec: str) -> pd.DataFrame:
         met = sec <= SECONDS_TARGET and worst <= GAP_TARGET and bool(tab["inside"].all())
         rows.append({"variant": name, "trials": len(df),
                      "trial-s": f"{100 * sec:.1f}%",
-                     "trial-s med": f"{100 * df['width'].map(median).sum() / g_med:.1f}%",
+                     "trial-s med": f"{100 * med:.1f}%",
                      "trial-tokens": f"{100 * pd.to_numeric(df['tokens']).sum() / g_tok:.1f}%",
                      "FLOPs": f"{100 * flops(df) / g_flop:.1f}%",
                      "max |gap|": f"{worst:.2f}",
@@ -126,12 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search", type=yaml.safe_load, action="append", default=[],
                    metavar="YAML", help="another transfer-search setting to replay, e.g. "
                    "'{settle_octaves: 2.5}' (repeatable)")
+    p.add_argument("--stop", type=float, action="append", default=[], metavar="OCTAVES",
+                   help="also replay the default search with early stopping at this "
+                   "protect_octaves (search.stop; repeatable)")
     args = p.parse_args(argv)
+    VARIANTS.extend((f"transfer + stop p{o:g}", {"kind": "transfer"},
+                     StopOptions(protect_octaves=o)) for o in args.stop)
     for extra in args.search:
         if not isinstance(extra, dict):
             p.error("--search: give a YAML mapping, e.g. '{settle_octaves: 2.5}'")
         VARIANTS.append((",".join(f"{k}={v}" for k, v in extra.items()),
-                         {"kind": "transfer", **extra}))
+                         {"kind": "transfer", **extra}, None))
     for spec in args.stores:
         one_store(spec)
     return 0
