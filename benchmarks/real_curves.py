@@ -236,10 +236,12 @@ def overall(summary: pd.DataFrame) -> pd.DataFrame:
 
 def side_by_side(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per cell, each estimator's spread (mean over seed subsets), coverage and half-width
-    next to each other, and whether the new one's spread is worse than eb4c8ec's."""
+    next to each other, and whether the new one's spread is worse than eb4c8ec's. At the base
+    width sp and mup_ssm are the same network (the same losses): both cells are listed."""
     cells = ["store", *keys, "spacing", "n_seeds"]
     wide = summary.pivot_table(index=cells, columns="est",
                                values=["spread_mean", "cover", "half"], dropna=False)
+    wide = wide.dropna(how="all")  # the (store, cell) pairs no store holds
     wide.columns = [f"{v}_{e}" for v, e in wide.columns]
     if {"spread_mean_new", "spread_mean_eb4c8ec"} <= set(wide.columns):
         wide["worse"] = wide["spread_mean_new"] > wide["spread_mean_eb4c8ec"] + 1e-9
