@@ -66,10 +66,13 @@ def new_answers(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     opt = pd.DataFrame({
         "width": lr_opt["width"],
         "log2_opt": np.log2(lr_opt["lr_opt"]), "log2_lo": np.log2(lr_opt["ci_low"]),
-        "log2_hi": np.log2(lr_opt["ci_high"]), "edge": lr_opt["edge"]})
+        "log2_hi": np.log2(lr_opt["ci_high"]), "edge": lr_opt["edge"],
+        "se_seeds": lr_opt["se_seeds_log2"], "step": lr_opt["grid_step"], "df": lr_opt["ci_df"],
+        "tau_sd": [np.sqrt(g.spread.tau_var) for g in optima]})
     dr = pd.DataFrame({"slope": drift["slope"],
                        "lo": drift["ci_low"], "hi": drift["ci_high"],
-                       "edge": drift["n_edge"] > 0})
+                       "edge": drift["n_edge"] > 0, "se_seeds": drift["se_seeds"],
+                       "se_place": drift["se_placement"], "df": drift["ci_df"]})
     return opt, dr
 
 
@@ -131,6 +134,12 @@ def span_of(trials: pd.DataFrame) -> pd.DataFrame:
     return t.groupby(["parameterization", "width"])["x"].agg(["min", "max"])
 
 
+def parts(row, names: tuple[str, ...]) -> dict:
+    """The interval's parts of one answer (the new estimator's; NaN for eb4c8ec's), so that
+    a placement term can be calibrated from the rows without refitting."""
+    return {n: getattr(row, n, np.nan) for n in names}
+
+
 def run_store(path: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     trials = (pd.read_parquet(path) if path.endswith(".parquet")
               else Store(path).tables().trials)
@@ -149,12 +158,14 @@ def run_store(path: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
                              "offset": off, "n_seeds": len(seeds), "seeds": str(seeds),
                              "parameterization": r.parameterization, "width": int(r.width),
                              "log2_opt": r.log2_opt, "lo": r.log2_lo, "hi": r.log2_hi,
-                             "edge": bool(r.edge), "span_lo": s["min"], "span_hi": s["max"]})
+                             "edge": bool(r.edge), "span_lo": s["min"], "span_hi": s["max"],
+                             **parts(r, ("se_seeds", "step", "df", "tau_sd"))})
             for r in dr.itertuples():
                 drows.append({"store": name, "est": est, "spacing": spacing, "window": window,
                               "offset": off, "n_seeds": len(seeds), "seeds": str(seeds),
                               "parameterization": r.parameterization, "slope": r.slope,
-                              "lo": r.lo, "hi": r.hi, "edge": bool(r.edge)})
+                              "lo": r.lo, "hi": r.hi, "edge": bool(r.edge),
+                              **parts(r, ("se_seeds", "se_place", "df"))})
     return pd.DataFrame(rows), pd.DataFrame(drows), dense
 
 
@@ -171,7 +182,7 @@ def with_reference(rows: pd.DataFrame, dense: dict, value: str, keys: list[str])
 def summarize(rows: pd.DataFrame, value: str, keys: list[str]) -> pd.DataFrame:
     """Per (store, est, keys, spacing, n_seeds): spread over offsets, cross-coverage, coverage
     of the dense answer, half-width, fraction with an interval."""
-    rows = rows.copy()
+    rows = rows.reset_index(drop=True)  # rows of several stores repeat each other's index
     rows["has"] = np.isfinite(rows["lo"]) & np.isfinite(rows["hi"])
     rows["covers"] = (rows["lo"] <= rows["ref"]) & (rows["ref"] <= rows["hi"])
     rows["half"] = (rows["hi"] - rows["lo"]) / 2
@@ -223,6 +234,20 @@ def overall(summary: pd.DataFrame) -> pd.DataFrame:
         "with_ci": g["with_ci"].mean(), "half": g["half"].median()}).reset_index()
 
 
+def side_by_side(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per cell, each estimator's spread (mean over seed subsets), coverage and half-width
+    next to each other, and whether the new one's spread is worse than eb4c8ec's. At the base
+    width sp and mup_ssm are the same network (the same losses): both cells are listed."""
+    cells = ["store", *keys, "spacing", "n_seeds"]
+    wide = summary.pivot_table(index=cells, columns="est",
+                               values=["spread_mean", "cover", "half"], dropna=False)
+    wide = wide.dropna(how="all")  # the (store, cell) pairs no store holds
+    wide.columns = [f"{v}_{e}" for v, e in wide.columns]
+    if {"spread_mean_new", "spread_mean_eb4c8ec"} <= set(wide.columns):
+        wide["worse"] = wide["spread_mean_new"] > wide["spread_mean_eb4c8ec"] + 1e-9
+    return wide.reset_index()
+
+
 def apply_settings(settings: list[str]) -> None:
     """MODULE.NAME=VALUE: set a numeric constant of mutransfer.analysis.MODULE (tuning)."""
     import importlib
@@ -271,6 +296,11 @@ def main() -> None:
     print(opt.round(3).to_string(index=False))
     print("\ndrift slope per family:")
     print(drift.round(3).to_string(index=False))
+    if len(ESTIMATORS) > 1:
+        print("\nlr* per cell, side by side:")
+        print(side_by_side(opt, ["parameterization", "width"]).round(3).to_string(index=False))
+        print("\ndrift per family, side by side:")
+        print(side_by_side(drift, ["parameterization"]).round(3).to_string(index=False))
     print("\nlr*, over every cell:")
     print(overall(opt).round(3).to_string(index=False))
     print("\ndrift, over every family:")
