@@ -2,6 +2,7 @@
 
     python benchmarks/check_interval.py decompose CHECK_OUT/sweep [...]
     python benchmarks/check_interval.py placement DENSE_STORE [...]
+    python benchmarks/check_interval.py seednoise DENSE_STORE [...]
 
 `decompose` reads stored check runs (no new trials) and splits the drift's 95% half-width into
 its parts: per width, the standard error of log2 lr* from the data (the seeds' jackknife pooled
@@ -18,6 +19,11 @@ trial-seconds each costs at the stored trials' mean wall time per width.
 every half- and one-octave sub-grid with all seeds, analysed as `analyze` does; the slope's
 distance from the dense grid's (rms) is what another placement of the grid moves it by, seeds
 held. Sub-grids with an optimum on their edge are left out; so are LRs not every seed ran.
+
+`seednoise` measures what a finer grid does to the data's part of the interval: on every half-
+and one-octave sub-grid of a dense store (and the store's own quarter-octave grid), one seed's sd
+of log2 lr* per width (each seed fitted alone: the spread the seeds' jackknife estimates) and the
+pooled drift's s.e. from the data with every seed, against the LRs each grid runs.
 """
 
 from __future__ import annotations
@@ -155,13 +161,45 @@ def placement(path: str) -> None:
               f"as an independent per-width term over {n_w} widths: {rms / c:.3f}")
 
 
+def one_seed_sd(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per family and width: the sd over seeds of log2 lr* fitted from one seed alone."""
+    rows = []
+    for seed, t in trials.groupby("seed"):
+        lr_opt, _, _, _ = answers(t)
+        rows.append(lr_opt.assign(seed=seed, log2=np.log2(lr_opt["lr_opt"].to_numpy(float))))
+    per = pd.concat(rows)
+    return per.groupby(["parameterization", "width"])["log2"].std(ddof=1).unstack("width")
+
+
+def seednoise(path: str) -> None:
+    trials = every_seed(read(path))
+    q = np.round(np.log2(trials["lr"].to_numpy(float)) * 4).astype(int)
+    grids = [("quarter", 0, np.ones(len(trials), bool))]
+    grids += [(spacing, off, (q - off) % k == 0) for spacing, k in SPACINGS.items()
+              for off in range(k)]
+    print("| grid | offset | family | LRs per width | one seed's sd of log2 lr*, by width "
+          "| drift | s.e. data (all seeds) |")
+    print("|---|---|---|---|---|---|---|")
+    for spacing, off, keep in grids:
+        sub = trials[keep]
+        sd = one_seed_sd(sub)
+        _, dr, _, _ = answers(sub)
+        for _, r in dr.iterrows():
+            p = r["parameterization"]
+            n_lr = sub[sub["parameterization"] == p].groupby("width")["lr"].nunique().median()
+            sds = " / ".join(f"{v:.3f}" for v in sd.loc[p].to_numpy())
+            print(f"| {spacing} | {off} | {p} | {n_lr:.0f} | {sds} | {r['slope']:+.3f} | "
+                  f"{r['se_seeds']:.3f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["decompose", "placement"])
+    p.add_argument("what", choices=["decompose", "placement", "seednoise"])
     p.add_argument("stores", nargs="+")
     a = p.parse_args()
+    run = {"decompose": decompose, "placement": placement, "seednoise": seednoise}[a.what]
     for s in a.stores:
-        (decompose if a.what == "decompose" else placement)(s)
+        run(s)
 
 
 if __name__ == "__main__":
