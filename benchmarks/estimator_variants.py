@@ -3,7 +3,7 @@ a narrower window. The comparison of issue 29 item 3 (can lr* be read locally, s
 search running part of the grid reproduces the grid's lr*, without losing its grid-placement
 stability on real curves?).
 
-    python benchmarks/estimator_variants.py [--local] [--flat] [--narrow STEPS MIN] \
+    python benchmarks/estimator_variants.py [--local [--offsets]] [--flat] [--narrow STEPS MIN] \
         SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
@@ -12,6 +12,9 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
             weight) fitted from the LRs inside the window only, the window's LR set refitted
             until it stops changing: an LR outside the window cannot move lr*. On main the
             model is fitted over every LR that trained.
+  --offsets with --local, also the seeds' offsets behind that scatter (cells.seed_offsets, on
+            main fitted over every LR) from the window's LRs: only then does an LR outside
+            the window move nothing (benchmarks/search_floor.py's zero-weight column 0.00).
   --flat    every LR weighs alike in lr*'s fit (its interval keeps the noise model).
   --narrow  WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
             the analysis and for the search's own decisions alike.
@@ -22,6 +25,7 @@ benchmarks/README.md "A local lr* estimator".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import runpy
 import sys
 from pathlib import Path
@@ -38,20 +42,32 @@ HERE = Path(__file__).parent
 LOCAL_ROUNDS = 4   # refits of the window's LR set (on the real stores it settles in 1-2)
 
 
-def local_variance(arr, stats, inside: np.ndarray) -> np.ndarray:
-    """optimum.seed_variance with the smooth model fitted from the LRs `inside` only."""
+def window_arrays(arr, inside: np.ndarray):
+    """`arr` as if only the LRs `inside` had run (the seeds' offsets then come from them)."""
+    return dataclasses.replace(arr, **{f: np.where(inside[None, :], getattr(arr, f), 0)
+                                       for f in ("n_trials", "n_div", "n_loss", "loss_sum",
+                                                 "loss_sq")})
+
+
+def local_variance(arr, stats, inside: np.ndarray, offsets: bool) -> np.ndarray:
+    """optimum.seed_variance with the smooth model fitted from the LRs `inside` only (and,
+    with `offsets`, the seeds' scatter about offsets fitted there)."""
     loss = stats.usable_loss[0]
     if not np.isfinite(loss).any():
         return np.full(len(loss), np.nan)
     centre = float(arr.log2_lr[int(np.nanargmin(loss))])
-    s2, df = pointnoise.seed_scatter(arr, stats)
+    if offsets:
+        arr_in = window_arrays(arr, inside)
+        s2, df = pointnoise.seed_scatter(arr_in, cell_stats(arr_in, all_seeds(arr_in)))
+    else:
+        s2, df = pointnoise.seed_scatter(arr, stats)
     model = pointnoise.smooth_model(arr.log2_lr, s2, np.where(inside, df, 0.0), centre)
     with np.errstate(invalid="ignore"):
         shrunk = (df * np.nan_to_num(s2) + pointnoise.PRIOR_DF * model) / (df + pointnoise.PRIOR_DF)
     return np.where(stats.usable[0], np.maximum(shrunk, pointnoise.VAR_FLOOR), np.nan)
 
 
-def variant_optima_of(local: bool, flat: bool):
+def variant_optima_of(local: bool, offsets: bool, flat: bool):
     """optimum.optima_of with the noise model read locally and/or equal weights in lr*'s fit."""
 
     def optima_of(groups, window):
@@ -65,7 +81,7 @@ def variant_optima_of(local: bool, flat: bool):
         if not local:
             inside[:] = True
         for _ in range(LOCAL_ROUNDS):
-            seed_var = np.vstack([local_variance(arr, st, inside[i])
+            seed_var = np.vstack([local_variance(arr, st, inside[i], offsets)
                                   for i, ((_, arr), st) in enumerate(zip(groups, stats))])
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean_var = seed_var / n_loss
@@ -112,6 +128,7 @@ def narrow(steps: float, least: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--local", action="store_true")
+    ap.add_argument("--offsets", action="store_true")
     ap.add_argument("--flat", action="store_true")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
@@ -122,7 +139,7 @@ def main() -> None:
     if args.narrow:
         narrow(*args.narrow)
     if args.local or args.flat:
-        optimum.optima_of = variant_optima_of(args.local, args.flat)
+        optimum.optima_of = variant_optima_of(args.local, args.offsets, args.flat)
     sys.path.insert(0, str(HERE))
     sys.argv = [args.script, *rest]
     runpy.run_path(str(HERE / args.script), run_name="__main__")
