@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
 import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 import torch
+from xdist.scheduler import LoadScopeScheduling
 
 from mutransfer.data.base import DataSpec
 
@@ -56,17 +61,42 @@ def byte_spec() -> DataSpec:
 
 
 RAY_FIXTURE = "ray_local"
+RAY_MARK = "ray"  # a test that starts a Ray of its own (pyproject.toml's markers)
+
+
+class SharedRay:
+    """The session's local Ray (2 CPUs, quiet), started by the first test that asks for it and
+    ended after the last test of the Ray group, so that no test outside the group finds a Ray
+    in its process (tests/test_ray_session.py asserts there is none)."""
+
+    def __init__(self) -> None:
+        self._session: contextlib.ExitStack | None = None
+
+    def start(self) -> None:
+        from mutransfer.sweep.run.cluster import ray_session
+
+        if self._session is None:
+            session = contextlib.ExitStack()
+            session.enter_context(ray_session(num_cpus=2))
+            self._session = session
+
+    def stop(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+
+SHARED_RAY = SharedRay()
 
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray (2 CPUs, quiet) for every test that asks for it: started by the first,
-    ended with the session. A sweep run in this process uses it (`ray_session` takes the Ray
-    this process already has, refusing options that Ray cannot honour)."""
-    from mutransfer.sweep.run.cluster import ray_session
-
-    with ray_session(num_cpus=2):
-        yield
+    """One local Ray (2 CPUs, quiet) for every test that asks for it (`SharedRay`). A sweep run
+    in this process uses it: `ray_session` takes the Ray this process already has, refusing
+    options that Ray cannot honour."""
+    SHARED_RAY.start()
+    yield
+    SHARED_RAY.stop()
 
 
 @pytest.fixture(scope="session")
@@ -85,12 +115,90 @@ def diverging_sweep(tmp_path_factory, ray_local):
     return path, rc, out.getvalue()
 
 
-def pytest_collection_modifyitems(items):
-    """The modules with a test on the shared local Ray run last, in their order: the Ray starts
-    once and idles through no other module, and the tests that start a Ray of their own in this
-    process (other options, another cluster) run before it exists."""
-    shared = {item.path for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
-    items.sort(key=lambda item: item.path in shared)  # stable: each module keeps its order
+def in_ray_group(item: pytest.Item) -> bool:
+    """A test on the shared local Ray, or marked `ray` (it starts a Ray of its own, in this
+    process or in the processes it starts)."""
+    return (RAY_FIXTURE in getattr(item, "fixturenames", ())
+            or item.get_closest_marker(RAY_MARK) is not None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The Ray group runs first, as one block, in its order: the tests that start a Ray of
+    their own (other options, another cluster, drivers in subprocesses) while none runs in
+    this process, then those on the shared local Ray, which starts once and idles through no
+    other test. In a pytest-xdist worker the group's tests are also listed for
+    `RayGroupScheduling`."""
+    grouped = {item.nodeid for item in items if in_ray_group(item)}
+    shared = {item.nodeid for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: (item.nodeid not in grouped, item.nodeid in shared))  # stable
+    if hasattr(config, "workerinput"):
+        listing = Path(config.workerinput[RAY_GROUP_LISTING])
+        mine = listing.with_name(f"{listing.name}.{config.workerinput['workerid']}")
+        mine.write_text("".join(f"{item.nodeid}\n" for item in items if item.nodeid in grouped))
+        mine.replace(listing)  # whole when read; every worker collects the same tests
+
+
+# -- two processes (pytest-xdist, `-n 2` in pyproject.toml) ----------------------------------
+
+RAY_GROUP_LISTING = "mutransfer_ray_group"  # workerinput key: the file listing the group
+_LISTING = pytest.StashKey[Path]()
+
+
+class RayGroupScheduling(LoadScopeScheduling):
+    """xdist's `load` distribution, except that the Ray group is one unit of work, handed out
+    first (the largest unit goes first): one worker runs it, one Ray at a time on the machine,
+    mostly waiting on Ray and the drivers it starts, while the other runs the rest. (xdist's
+    own `--dist loadgroup` names a group in the test's node id, which pytest >= 9.2 no longer
+    lets a plugin rewrite.) The workers list the group's tests while they collect, before the
+    collection reaches this scheduler."""
+
+    def __init__(self, config: pytest.Config, log, listing: Path) -> None:
+        super().__init__(config, log)
+        self._listing = listing
+        self._group: set[str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._group is None:
+            self._group = set(self._listing.read_text().splitlines())
+        return RAY_MARK if nodeid in self._group else nodeid
+
+
+def _listing(config: pytest.Config) -> Path:
+    if _LISTING not in config.stash:
+        config.stash[_LISTING] = Path(tempfile.mkdtemp(prefix="mutransfer-tests-")) / "ray-group"
+    return config.stash[_LISTING]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput[RAY_GROUP_LISTING] = str(_listing(node.config))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own choice
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "load":  # what `-n` alone asks for
+        return RayGroupScheduling(config, log, _listing(config))
+    return None
+
+
+def pytest_unconfigure(config) -> None:
+    if _LISTING in config.stash:
+        shutil.rmtree(config.stash[_LISTING].parent, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _shared_ray_up(request):
+    """The shared Ray runs for each test on it, in whatever order the tests come."""
+    if RAY_FIXTURE in request.fixturenames:
+        SHARED_RAY.start()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down
+def pytest_runtest_teardown(item, nextitem):
+    """The last test of the Ray group ends the shared Ray: the tests an xdist worker runs after
+    the group start in a process without Ray, as in a run of one process."""
+    if in_ray_group(item) and (nextitem is None or not in_ray_group(nextitem)):
+        SHARED_RAY.stop()
 
 
 @pytest.fixture
