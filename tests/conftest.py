@@ -65,9 +65,9 @@ RAY_MARK = "ray"  # a test that starts a Ray of its own (pyproject.toml's marker
 
 
 class SharedRay:
-    """The session's local Ray (2 CPUs, quiet), started by the first test that asks for it and
-    ended after the last test of the Ray group, so that no test outside the group finds a Ray
-    in its process (tests/test_ray_session.py asserts there is none)."""
+    """This process's shared local Ray (2 CPUs, quiet), started by the first test that asks
+    for it and ended after the last test of its Ray group, so that no test outside the group
+    finds a Ray in its process (tests/test_ray_session.py asserts there is none)."""
 
     def __init__(self) -> None:
         self._session: contextlib.ExitStack | None = None
@@ -115,26 +115,30 @@ def diverging_sweep(tmp_path_factory, ray_local):
     return path, rc, out.getvalue()
 
 
-def in_ray_group(item: pytest.Item) -> bool:
-    """A test on the shared local Ray, or marked `ray` (it starts a Ray of its own, in this
-    process or in the processes it starts)."""
-    return (RAY_FIXTURE in getattr(item, "fixturenames", ())
-            or item.get_closest_marker(RAY_MARK) is not None)
+def ray_group(item: pytest.Item | None) -> str | None:
+    """The Ray group of a test: the one its `ray` mark names (default "ray"), or "ray" for a
+    test on the shared local Ray; None for a test without Ray."""
+    mark = item.get_closest_marker(RAY_MARK) if item is not None else None
+    if mark is not None:
+        return mark.kwargs.get("group", RAY_MARK)
+    return RAY_MARK if RAY_FIXTURE in getattr(item, "fixturenames", ()) else None
 
 
 def pytest_collection_modifyitems(config, items):
-    """The Ray group runs first, as one block, in its order: the tests that start a Ray of
-    their own (other options, another cluster, drivers in subprocesses) while none runs in
-    this process, then those on the shared local Ray, which starts once and idles through no
-    other test. In a pytest-xdist worker the group's tests are also listed for
+    """The Ray groups run first, each as one block, in its order: the tests that start a Ray
+    of their own (other options, another cluster, drivers in subprocesses) while none runs in
+    this process, then those on the shared local Ray, which starts once per group and idles
+    through no other test. In a pytest-xdist worker the groups are also listed for
     `RayGroupScheduling`."""
-    grouped = {item.nodeid for item in items if in_ray_group(item)}
+    groups = {item.nodeid: ray_group(item) for item in items}
     shared = {item.nodeid for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
-    items.sort(key=lambda item: (item.nodeid not in grouped, item.nodeid in shared))  # stable
+    items.sort(key=lambda item: (groups[item.nodeid] is None, groups[item.nodeid] or "",
+                                 item.nodeid in shared))  # stable: each keeps its order
     if hasattr(config, "workerinput"):
         listing = Path(config.workerinput[RAY_GROUP_LISTING])
         mine = listing.with_name(f"{listing.name}.{config.workerinput['workerid']}")
-        mine.write_text("".join(f"{item.nodeid}\n" for item in items if item.nodeid in grouped))
+        mine.write_text("".join(f"{groups[item.nodeid]}\t{item.nodeid}\n" for item in items
+                                if groups[item.nodeid] is not None))
         mine.replace(listing)  # whole when read; every worker collects the same tests
 
 
@@ -145,9 +149,10 @@ _LISTING = pytest.StashKey[Path]()
 
 
 class RayGroupScheduling(LoadScopeScheduling):
-    """xdist's `load` distribution, except that the Ray group is one unit of work, handed out
-    first (the largest unit goes first): one worker runs it, one Ray at a time on the machine,
-    mostly waiting on Ray and the drivers it starts, while the other runs the rest. (xdist's
+    """xdist's `load` distribution, except that each Ray group is one unit of work, handed out
+    first (the largest units go first): a worker runs it, mostly waiting on Ray and on the
+    drivers it starts, then takes the other tests. Two groups ("ray" and test_faults.py's
+    "faults", of about equal length) keep both workers on Ray tests at first. (xdist's
     own `--dist loadgroup` names a group in the test's node id, which pytest >= 9.2 no longer
     lets a plugin rewrite.) The workers list the group's tests while they collect, before the
     collection reaches this scheduler."""
@@ -155,12 +160,13 @@ class RayGroupScheduling(LoadScopeScheduling):
     def __init__(self, config: pytest.Config, log, listing: Path) -> None:
         super().__init__(config, log)
         self._listing = listing
-        self._group: set[str] | None = None
+        self._groups: dict[str, str] | None = None
 
     def _split_scope(self, nodeid: str) -> str:
-        if self._group is None:
-            self._group = set(self._listing.read_text().splitlines())
-        return RAY_MARK if nodeid in self._group else nodeid
+        if self._groups is None:
+            self._groups = dict(line.split("\t")[::-1]
+                                for line in self._listing.read_text().splitlines())
+        return self._groups.get(nodeid, nodeid)
 
 
 def _listing(config: pytest.Config) -> Path:
@@ -195,9 +201,9 @@ def _shared_ray_up(request):
 
 @pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down
 def pytest_runtest_teardown(item, nextitem):
-    """The last test of the Ray group ends the shared Ray: the tests an xdist worker runs after
-    the group start in a process without Ray, as in a run of one process."""
-    if in_ray_group(item) and (nextitem is None or not in_ray_group(nextitem)):
+    """The last test of a Ray group ends the shared Ray: the tests that a process runs after a
+    group start without Ray, as the group's first ones do."""
+    if ray_group(item) is not None and ray_group(nextitem) != ray_group(item):
         SHARED_RAY.stop()
 
 
