@@ -144,7 +144,7 @@ def pytest_collection_modifyitems(config, items):
 
 # -- two processes (pytest-xdist, `-n 2` in pyproject.toml) ----------------------------------
 
-RAY_GROUP_LISTING = "mutransfer_ray_group"  # workerinput key: the file listing the group
+RAY_GROUP_LISTING = "mutransfer_ray_groups"  # workerinput key: the file listing the groups
 _LISTING = pytest.StashKey[Path]()
 
 
@@ -153,9 +153,9 @@ class RayGroupScheduling(LoadScopeScheduling):
     first (the largest units go first): a worker runs it, mostly waiting on Ray and on the
     drivers it starts, then takes the other tests. Two groups ("ray" and test_faults.py's
     "faults", of about equal length) keep both workers on Ray tests at first. (xdist's
-    own `--dist loadgroup` names a group in the test's node id, which pytest >= 9.2 no longer
-    lets a plugin rewrite.) The workers list the group's tests while they collect, before the
-    collection reaches this scheduler."""
+    own `--dist loadgroup` does not group under pytest 9.2: xdist 3.8 appends the group to
+    `item._nodeid`, which pytest 9.2 no longer reads.) The workers list the groups' tests as
+    they collect, before their collections reach this scheduler."""
 
     def __init__(self, config: pytest.Config, log, listing: Path) -> None:
         super().__init__(config, log)
@@ -164,8 +164,9 @@ class RayGroupScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         if self._groups is None:
-            self._groups = dict(line.split("\t")[::-1]
-                                for line in self._listing.read_text().splitlines())
+            lines = self._listing.read_text().splitlines()
+            self._groups = {nodeid: group for group, nodeid in
+                            (line.split("\t", 1) for line in lines)}
         return self._groups.get(nodeid, nodeid)
 
 
