@@ -151,8 +151,9 @@ _LISTING = pytest.StashKey[Path]()
 class RayGroupScheduling(LoadScopeScheduling):
     """xdist's `load` distribution, except that each Ray group is one unit of work, handed out
     first (the largest units go first): a worker runs it, mostly waiting on Ray and on the
-    drivers it starts, then takes the other tests. Two groups ("ray" and test_faults.py's
-    "faults", of about equal length) keep both workers on Ray tests at first. (xdist's
+    drivers it starts, then takes the other tests. All Ray tests are one group: split in two
+    groups (test_faults.py apart) the two ran slower side by side (354 s) than in one process
+    (314 s), while the tests without Ray fill the other worker. (xdist's
     own `--dist loadgroup` does not group under pytest 9.2: xdist 3.8 appends the group to
     `item._nodeid`, which pytest 9.2 no longer reads.) The workers list the groups' tests as
     they collect, before their collections reach this scheduler."""
