@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
 import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 import torch
+from xdist.scheduler import LoadScopeScheduling
 
 from mutransfer.data.base import DataSpec
 
@@ -56,17 +61,42 @@ def byte_spec() -> DataSpec:
 
 
 RAY_FIXTURE = "ray_local"
+RAY_MARK = "ray"  # a test that starts a Ray of its own (pyproject.toml's markers)
+
+
+class SharedRay:
+    """This process's shared local Ray (2 CPUs, quiet), started by the first test that asks
+    for it and ended after the last test of its Ray group, so that no test outside the group
+    finds a Ray in its process (tests/test_ray_session.py asserts there is none)."""
+
+    def __init__(self) -> None:
+        self._session: contextlib.ExitStack | None = None
+
+    def start(self) -> None:
+        from mutransfer.sweep.run.cluster import ray_session
+
+        if self._session is None:
+            session = contextlib.ExitStack()
+            session.enter_context(ray_session(num_cpus=2))
+            self._session = session
+
+    def stop(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+
+SHARED_RAY = SharedRay()
 
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray (2 CPUs, quiet) for every test that asks for it: started by the first,
-    ended with the session. A sweep run in this process uses it (`ray_session` takes the Ray
-    this process already has, refusing options that Ray cannot honour)."""
-    from mutransfer.sweep.run.cluster import ray_session
-
-    with ray_session(num_cpus=2):
-        yield
+    """One local Ray (2 CPUs, quiet) for every test that asks for it (`SharedRay`). A sweep run
+    in this process uses it: `ray_session` takes the Ray this process already has, refusing
+    options that Ray cannot honour."""
+    SHARED_RAY.start()
+    yield
+    SHARED_RAY.stop()
 
 
 @pytest.fixture(scope="session")
@@ -85,12 +115,98 @@ def diverging_sweep(tmp_path_factory, ray_local):
     return path, rc, out.getvalue()
 
 
-def pytest_collection_modifyitems(items):
-    """The modules with a test on the shared local Ray run last, in their order: the Ray starts
-    once and idles through no other module, and the tests that start a Ray of their own in this
-    process (other options, another cluster) run before it exists."""
-    shared = {item.path for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
-    items.sort(key=lambda item: item.path in shared)  # stable: each module keeps its order
+def ray_group(item: pytest.Item | None) -> str | None:
+    """The Ray group of a test: the one its `ray` mark names (default "ray"), or "ray" for a
+    test on the shared local Ray; None for a test without Ray."""
+    mark = item.get_closest_marker(RAY_MARK) if item is not None else None
+    if mark is not None:
+        return mark.kwargs.get("group", RAY_MARK)
+    return RAY_MARK if RAY_FIXTURE in getattr(item, "fixturenames", ()) else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """The Ray groups run first, each as one block, in its order: the tests that start a Ray
+    of their own (other options, another cluster, drivers in subprocesses) while none runs in
+    this process, then those on the shared local Ray, which starts once per group and idles
+    through no other test. In a pytest-xdist worker the groups are also listed for
+    `RayGroupScheduling`."""
+    groups = {item.nodeid: ray_group(item) for item in items}
+    shared = {item.nodeid for item in items if RAY_FIXTURE in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: (groups[item.nodeid] is None, groups[item.nodeid] or "",
+                                 item.nodeid in shared))  # stable: each keeps its order
+    if hasattr(config, "workerinput"):
+        listing = Path(config.workerinput[RAY_GROUP_LISTING])
+        mine = listing.with_name(f"{listing.name}.{config.workerinput['workerid']}")
+        mine.write_text("".join(f"{groups[item.nodeid]}\t{item.nodeid}\n" for item in items
+                                if groups[item.nodeid] is not None))
+        mine.replace(listing)  # whole when read; every worker collects the same tests
+
+
+# -- two processes (pytest-xdist, `-n 2` in pyproject.toml) ----------------------------------
+
+RAY_GROUP_LISTING = "mutransfer_ray_groups"  # workerinput key: the file listing the groups
+_LISTING = pytest.StashKey[Path]()
+
+
+class RayGroupScheduling(LoadScopeScheduling):
+    """xdist's `load` distribution, except that each Ray group is one unit of work, handed out
+    first (the largest units go first): a worker runs it, mostly waiting on Ray and on the
+    drivers it starts, then takes the other tests. All Ray tests are one group: split in two
+    groups (test_faults.py apart) the two ran slower side by side (354 s) than in one process
+    (314 s), while the tests without Ray fill the other worker. (xdist's
+    own `--dist loadgroup` does not group under pytest 9.2: xdist 3.8 appends the group to
+    `item._nodeid`, which pytest 9.2 no longer reads.) The workers list the groups' tests as
+    they collect, before their collections reach this scheduler."""
+
+    def __init__(self, config: pytest.Config, log, listing: Path) -> None:
+        super().__init__(config, log)
+        self._listing = listing
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            lines = self._listing.read_text().splitlines()
+            self._groups = {nodeid: group for group, nodeid in
+                            (line.split("\t", 1) for line in lines)}
+        return self._groups.get(nodeid, nodeid)
+
+
+def _listing(config: pytest.Config) -> Path:
+    if _LISTING not in config.stash:
+        config.stash[_LISTING] = Path(tempfile.mkdtemp(prefix="mutransfer-tests-")) / "ray-group"
+    return config.stash[_LISTING]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput[RAY_GROUP_LISTING] = str(_listing(node.config))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own choice
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "load":  # what `-n` alone asks for
+        return RayGroupScheduling(config, log, _listing(config))
+    return None
+
+
+def pytest_unconfigure(config) -> None:
+    if _LISTING in config.stash:
+        shutil.rmtree(config.stash[_LISTING].parent, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _shared_ray_up(request):
+    """The shared Ray runs for each test on it, in whatever order the tests come."""
+    if RAY_FIXTURE in request.fixturenames:
+        SHARED_RAY.start()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down
+def pytest_runtest_teardown(item, nextitem):
+    """The last test of a Ray group ends the shared Ray: the tests that a process runs after a
+    group start without Ray, as the group's first ones do."""
+    if ray_group(item) is not None and ray_group(nextitem) != ray_group(item):
+        SHARED_RAY.stop()
 
 
 @pytest.fixture

@@ -230,6 +230,7 @@ def test_the_process_exits_2_with_one_line_and_no_traceback(tmp_path, argv, need
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_a_trial_no_node_can_host_is_refused_and_leaves_no_folder(tmp_path, capsys):
     """Found only once Ray reports its nodes: the folder the run had set up is removed."""
     storage = tmp_path / "results"

@@ -24,6 +24,7 @@ from tests.sweeps import assert_every_cell_once, trial_ids, write_sweep
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.ray,
     pytest.mark.skipif(importlib.util.find_spec("aiohttp") is None,
                        reason="needs ray[default] (the Jobs API client and dashboard)"),
 ]
@@ -59,15 +60,20 @@ def cluster_env(cluster: Cluster, monkeypatch):
 
 
 def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
-        tmp_path, cluster_env, capsys, monkeypatch):
+        tmp_path, cluster_env, gate, capsys, monkeypatch):
     project, storage = tmp_path / "project", tmp_path / "results"
     project.mkdir()
     path = write_sweep(project, "cluster", AXES, storage, steps=20, resources=ONE_CPU)
     monkeypatch.chdir(project)
 
-    assert main(["submit", path.name, "--dashboard", cluster_env.dashboard, "--job-id",
-                 "mt-cluster-1", "--no-analysis"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "mt-cluster-1"
+    gate.hold()  # on a busy machine one node could finish every trial before the other starts one
+    try:
+        assert main(["submit", path.name, "--dashboard", cluster_env.dashboard, "--job-id",
+                     "mt-cluster-1", "--no-analysis"]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == "mt-cluster-1"
+        wait_for_two_held_trials(storage, gate)
+    finally:
+        gate.open()
     assert main(["status", "mt-cluster-1", "--dashboard", cluster_env.dashboard, "--wait"]) == 0, \
         main(["logs", "mt-cluster-1", "--dashboard", cluster_env.dashboard])
     assert "SUCCEEDED" in capsys.readouterr().out
@@ -97,12 +103,8 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
                               stdout=log.open("wb"), stderr=subprocess.STDOUT,
                               start_new_session=True, env=dict(os.environ))
     try:
-        deadline = time.monotonic() + 300
-        # one CPU per node and per trial: two trials held at once means one on each node
-        while len(running_trials(storage) & gate.held()) < 2:
-            assert driver.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "two trials never ran at once"
-            time.sleep(0.2)
+        wait_for_two_held_trials(
+            storage, gate, lambda: None if driver.poll() is None else log.read_text())
         worker.stop()
         # the trial processes of the worker died with it: nothing it ran can finish after this
         finished_on_worker_before = trial_ids(storage / "trials")
@@ -122,6 +124,17 @@ def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
     after = tables.trials[~tables.trials["trial_id"].isin(finished_on_worker_before)]
     assert len(after) >= 4  # six cells, at most two finished before the stop
     assert after["host"].nunique() == 1 and not after["host"].iloc[0].endswith(worker_id)
+
+
+def wait_for_two_held_trials(storage: Path, gate: Gate, ended=lambda: None,
+                             timeout_s: float = 300) -> None:
+    """Until two trials wait at the gate at once: one CPU per node and per trial, so one on
+    each node. `ended`: None while the sweep runs, then what it printed."""
+    deadline = time.monotonic() + timeout_s
+    while len(running_trials(storage) & gate.held()) < 2:
+        assert (out := ended()) is None, out
+        assert time.monotonic() < deadline, "two trials never ran at once"
+        time.sleep(0.2)
 
 
 def running_trials(storage: Path) -> set[str]:

@@ -248,6 +248,7 @@ def test_a_tokenizers_file_without_an_end_of_text_token_is_refused(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_a_sweep_on_a_bpe_corpus_prepares_once_and_records_the_fingerprints(
         bpe_json, tmp_path, data_dir, capsys):
     import mutransfer

@@ -29,7 +29,7 @@ from tests.gate import Gate
 from tests.raycluster import with_env
 from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,6 +16,10 @@ if not hasattr(raylet, "AuthenticationTokenLoader"):
 
 from mutransfer.sweep.run.cluster import ray_session, refresh_ray_auth  # noqa: E402
 
+# Ray's state in this process (its auth cache, an initialised Ray): in the Ray group, whose
+# tests start in a process without Ray (tests/conftest.py)
+pytestmark = pytest.mark.ray
+
 
 def test_the_auth_mode_follows_the_environment_after_a_refresh(monkeypatch):
     # Ray reads RAY_AUTH_MODE once per process; a client made later must see the new value

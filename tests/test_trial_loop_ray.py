@@ -17,7 +17,7 @@ from mutransfer.sweep.plan.cells import load_plan
 from mutransfer.sweep.run.trainable import TrialUnit, run_unit
 from tests.sweeps import assert_every_cell_once, write_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 REPO = Path(__file__).resolve().parents[1]
 HOOKS = Path(__file__).resolve().parent / "faulthooks"  # sitecustomize: kill after a save
