@@ -29,7 +29,8 @@ from tests.gate import Gate
 from tests.raycluster import with_env
 from tests.sweeps import EVAL_EVERY, assert_every_cell_once, trial_ids, write_sweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# a Ray group of its own (tests/conftest.py): under pytest-xdist it runs beside the "ray" group
+pytestmark = [pytest.mark.slow, pytest.mark.ray(group="faults")]
 
 REPO = Path(__file__).resolve().parents[1]
 
