@@ -18,42 +18,27 @@ search's budget the gap already exceeds its target, no placement rule meets both
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
-from search_replay import on_axes  # noqa: E402
+from search_replay import grid_tables, store_parser, store_spec, with_trials  # noqa: E402
 
 from mutransfer.analysis import analyze  # noqa: E402
-from mutransfer.results.store import Tables, read_tables  # noqa: E402
+from mutransfer.results.store import Tables  # noqa: E402
 
 RADII = (1.01, 1.26, 1.51, 2.01, 2.51)   # octaves from the grid's lr* (half-octave grids:
 #                                          +-1, 1.25, 1.5, 2, 2.5 octaves, the ends included)
 
 
 def load(spec: str) -> tuple[Path, Tables]:
-    where, _, seeds_text = spec.partition("@")
-    store_text, _, sweep = where.partition(":")
-    tables = read_tables(Path(store_text))
-    if sweep:
-        tables = on_axes(tables, yaml.safe_load(Path(sweep).read_text()))
-    return Path(store_text), subset(tables, tables.trials["seed"].isin(
-        [int(s) for s in seeds_text.split(",")]) if seeds_text else None)
-
-
-def subset(tables: Tables, keep: pd.Series | None) -> Tables:
-    if keep is None:
-        return tables
-    t = tables.trials[keep].reset_index(drop=True)
-    steps = tables.steps[tables.steps["trial_id"].isin(set(t["trial_id"]))]
-    return Tables(t, steps.reset_index(drop=True))
+    store, doc, seeds = store_spec(spec)
+    return store, grid_tables(store, seeds, doc)
 
 
 def group_key(row) -> tuple[str, int]:
@@ -86,11 +71,12 @@ def one_store(spec: str) -> pd.DataFrame:
     median = pd.to_numeric(t["wall_time_s"]).groupby(t["width"]).median()
     full_cost = float(t["width"].map(median).sum())
     dist = t.apply(lambda r: abs(math.log2(r["lr"]) - grid.get(group_key(r), math.nan)), axis=1)
-    cols = {"zero-weight out": lr_stars(store, subset(tables, zero_weight_kept(store, tables)))}
+    weighed = with_trials(tables, zero_weight_kept(store, tables))
+    cols = {"zero-weight out": lr_stars(store, weighed)}
     summary = []
     for radius in RADII:
         keep = (dist <= radius) | (t["status"] == "diverged") & (dist <= radius + 0.5)
-        cols[f"R {radius:.2f}"] = lr_stars(store, subset(tables, keep))
+        cols[f"R {radius:.2f}"] = lr_stars(store, with_trials(tables, keep))
         kept = t[keep]
         per_width = kept.groupby(["parameterization", "width"])["lr"].nunique().mean()
         summary.append({"R (octaves)": f"{radius:.2f}", "LRs a width": f"{per_width:.1f}",
@@ -109,9 +95,7 @@ def one_store(spec: str) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("stores", nargs="+", metavar="STORE[:SWEEP.yaml][@SEEDS]")
-    for spec in p.parse_args(argv).stores:
+    for spec in store_parser(__doc__.split("\n\n")[0]).parse_args(argv).stores:
         one_store(spec)
     return 0
 

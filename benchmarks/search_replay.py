@@ -16,6 +16,7 @@ partially diverged LR is (a stopped seed leaves the LR without all its seeds).
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,14 +119,7 @@ def replay(grid_store: Path, name: str, search: dict[str, Any],
     as a mapping, when the store has none (a store written by a script): its cells are then
     matched to the stored trials by (parameterization, width, LR, seed), not by trial id,
     and the grid is the stored trials on its axes."""
-    tables = tables if tables is not None else read_tables(grid_store)
-    if doc is not None:
-        tables = on_axes(tables, doc)
-    if seeds is not None:
-        keep = tables.trials["seed"].isin(seeds)
-        ids = set(tables.trials.loc[keep, "trial_id"])
-        tables = Tables(tables.trials[keep].reset_index(drop=True),
-                        tables.steps[tables.steps["trial_id"].isin(ids)].reset_index(drop=True))
+    tables = grid_tables(grid_store, seeds, doc, tables)
     trials = tables.trials[tables.trials["status"].isin(("complete", "diverged"))]
     if doc is None:
         doc = yaml.safe_load((Path(grid_store) / "sweep.yaml").read_text())
@@ -172,10 +166,42 @@ def on_axes(tables: Tables, doc: dict[str, Any]) -> Tables:
     cells of `doc` whose trial ids differ are matched by `cell_key` in `replay`."""
     plan = build_plan(validate(SweepSpec, {**doc, "search": {"kind": "grid"}}))
     keys = {cell_key(c.columns) for c in plan.cells}
-    keep = tables.trials.apply(lambda r: cell_key(r) in keys, axis=1)
+    return with_trials(tables, tables.trials.apply(lambda r: cell_key(r) in keys, axis=1))
+
+
+def with_trials(tables: Tables, keep: pd.Series) -> Tables:
+    """The trials that `keep` marks, and their steps."""
     ids = set(tables.trials.loc[keep, "trial_id"])
     return Tables(tables.trials[keep].reset_index(drop=True),
                   tables.steps[tables.steps["trial_id"].isin(ids)].reset_index(drop=True))
+
+
+def grid_tables(store: Path, seeds: list[int] | None = None, doc: dict[str, Any] | None = None,
+                tables: Tables | None = None) -> Tables:
+    """The grid a replay reads: the store's trials (or `tables`), on the axes of `doc` when
+    given, of `seeds` only when given."""
+    tables = tables if tables is not None else read_tables(store)
+    if doc is not None:
+        tables = on_axes(tables, doc)
+    if seeds is not None:
+        tables = with_trials(tables, tables.trials["seed"].isin(seeds))
+    return tables
+
+
+def store_spec(spec: str) -> tuple[Path, dict[str, Any] | None, list[int] | None]:
+    """STORE[:SWEEP.yaml][@SEEDS] (the benchmarks' store argument): the store, the sweep file
+    as a mapping (None: the store's own sweep.yaml), the seeds (None: every seed)."""
+    where, _, seeds_text = spec.partition("@")
+    store_text, _, sweep = where.partition(":")
+    doc = yaml.safe_load(Path(sweep).read_text()) if sweep else None
+    return Path(store_text), doc, [int(s) for s in seeds_text.split(",")] if seeds_text else None
+
+
+def store_parser(description: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: one or more STORE[:SWEEP.yaml][@SEEDS] (`store_spec`)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("stores", nargs="+", metavar="STORE[:SWEEP.yaml][@SEEDS]")
+    return p
 
 
 def _with_stop(plan):
@@ -204,10 +230,8 @@ def analysed(ran: list[dict[str, Any]], tables: Tables, store: Path):
         bad = stopped[key].drop_duplicates()
         hit = df.merge(bad, on=key, how="inner")["trial_id"]
         drop |= set(hit)
-    keep = tables.trials[tables.trials["trial_id"].isin(set(df["trial_id"]) - drop)]
-    steps = tables.steps[tables.steps["trial_id"].isin(set(keep["trial_id"]))]
+    kept = with_trials(tables, tables.trials["trial_id"].isin(set(df["trial_id"]) - drop))
     try:
-        return keep.reset_index(drop=True), analyze(store, tables=Tables(
-            keep.reset_index(drop=True), steps.reset_index(drop=True))), ""
+        return kept.trials, analyze(store, tables=kept), ""
     except Exception as exc:
-        return keep, None, f"{type(exc).__name__}: {exc}"
+        return kept.trials, None, f"{type(exc).__name__}: {exc}"

@@ -24,7 +24,6 @@ P; a stopped trial is priced at the share of its tokens it ran).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
-from search_replay import Replayed, replay  # noqa: E402
+from search_replay import Replayed, replay, store_parser, store_spec  # noqa: E402
 
 from mutransfer.sweep.search.stopping import StopOptions  # noqa: E402
 
@@ -83,11 +82,7 @@ def gaps(grid: Replayed, run: Replayed) -> pd.DataFrame:
 
 
 def one_store(spec: str) -> pd.DataFrame:
-    where, _, seeds_text = spec.partition("@")
-    store_text, _, sweep = where.partition(":")
-    store = Path(store_text)
-    doc = yaml.safe_load(Path(sweep).read_text()) if sweep else None
-    seeds = [int(s) for s in seeds_text.split(",")] if seeds_text else None
+    store, doc, seeds = store_spec(spec)
     grid = replay(store, "grid", {"kind": "grid"}, seeds=seeds, doc=doc)
     if grid.analysis is None:
         sys.exit(f"{spec}: the grid's analysis failed: {grid.note}")
@@ -129,8 +124,7 @@ def one_store(spec: str) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("stores", nargs="+", metavar="STORE[:SWEEP.yaml][@SEEDS]")
+    p = store_parser(__doc__.split("\n\n")[0])
     p.add_argument("--search", type=yaml.safe_load, action="append", default=[],
                    metavar="YAML", help="another transfer-search setting to replay, e.g. "
                    "'{settle_octaves: 2.5}' (repeatable)")
