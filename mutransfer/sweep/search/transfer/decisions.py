@@ -24,6 +24,11 @@ where the answer is still uncertain and nowhere else:
   (benchmarks/README.md), and a width runs about twice the radius in LRs, whatever the grid's
   extent: the widest widths, which cost the most, run no more than that. `settle_octaves`
   sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
+- seeds are a second axis of cost (`seed_tolerance`): a width's first LRs (window, walk's
+  start) run every seed, which measures the seeds' scatter; every other LR runs one seed, and
+  its others only where their absence could move the width's fitted lr* by more than the
+  tolerance (influence_levels). An LR of fewer seeds is read at its seed-adjusted mean, as the
+  analysis reads it (analysis/cells.py);
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
   lie above the fit's support (every LR inside it has run already): they barely move a fit.
