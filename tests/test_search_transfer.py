@@ -550,3 +550,15 @@ def test_an_lr_some_of_whose_seeds_ran_runs_its_other_seeds_before_the_width_set
     assert search.to_run() == [fam.ids[(64, 0, SEEDS[1])]]
     assert not search.complete()
     assert TransferSearch(families_of(grid), Search(kind="transfer"), results).complete()
+
+
+def test_the_checks_transfer_stage_runs_every_seed_at_every_lr_unless_told():
+    # `mutransfer check` decides on the drift's interval, calibrated with every seed at every
+    # LR: its sweep keeps that, and its file may ask for seeds where they matter
+    from mutransfer.commands.check_spec import CheckSpec
+
+    base = {"name": "c", "model": {"arch": "mamba"}, "param": {"name": "mup_ssm"}}
+    sweep = CheckSpec(**base).sweep()
+    assert Search(**sweep["search"]).seed_tolerance is None
+    told = CheckSpec(**base, check={"search": {"window": 3, "seed_tolerance": 0.02}}).sweep()
+    assert Search(**told["search"]).seed_tolerance == 0.02
