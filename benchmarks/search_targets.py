@@ -46,11 +46,14 @@ from mutransfer.sweep.search.stopping import StopOptions  # noqa: E402
 SECONDS_TARGET = 0.35   # share of the grid's trial-seconds
 GAP_TARGET = 0.10       # octaves between the search's lr* and the grid's
 
-# (name, the search: mapping); the default first, then the rule it replaced (issue 19: the
-# whole grid at the smallest width, every LR within 2.5 octaves of the optimum elsewhere)
+# (name, the search: mapping); the default first, then every seed at every LR it runs (the
+# default before seed_tolerance), then the rule issue 29 replaced (issue 19: the whole grid at
+# the smallest width, every LR within 2.5 octaves of the optimum elsewhere, every seed)
 VARIANTS: list[tuple[str, dict[str, Any], StopOptions | None]] = [
     ("transfer (default)", {"kind": "transfer"}, None),
-    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}, None),
+    ("every seed", {"kind": "transfer", "seed_tolerance": None}, None),
+    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5,
+                           "seed_tolerance": None}, None),
 ]
 
 

@@ -404,29 +404,38 @@ def influence_levels(stats: LRStats, log2_lrs: np.ndarray, first: set[int],
     """Seeds a width runs at each LR with `seed_tolerance`: every seed at its first LRs (the
     window, the walk's start: the seeds' scatter is measured there), EDGE_SEEDS elsewhere
     until the seeds it lacks could move the fitted optimum by more than `tolerance` octaves:
-    |dv/dy_j| (one Gauss-Newton step of the fit, as analysis/fit.py's seed_deviations) times
-    the standard error the missing seeds leave in its mean (the pooled seed scatter)."""
+    |dv/dy_j| times the standard error the missing seeds leave in its mean (the pooled seed
+    scatter)."""
     full = stats.n_seeds.copy()
     levels = np.minimum(full, EDGE_SEEDS)
     levels[sorted(first)] = full[sorted(first)]
     if stats.argmin() < 0 or not math.isfinite(stats.scatter):
         return levels  # the first LRs' seeds give the scatter, and the best LR
-    curve = np.where(stats.usable, stats.loss, np.nan)[None, :]
-    fit = fit_optimum(log2_lrs, curve, grid_window(log2_lrs, curve, FIT_WINDOW))
-    if not fit.fitted[0]:
-        return np.where(stats.done, full, levels)  # no vertex to protect: complete what ran
-    jac = jacobian(log2_lrs, fit.params[:1])[0]
-    w = fit.weights[0]
-    try:
-        h_inv = np.linalg.inv((jac * w[:, None]).T @ jac)
-    except np.linalg.LinAlgError:
+    lever = vertex_leverage(stats, log2_lrs)
+    if lever is None:  # no vertex yet: which LRs matter is unknown, so every seed where it ran
         return np.where(stats.done, full, levels)
-    dv = np.abs((h_inv @ (jac * w[:, None]).T)[-1])  # (L,) d vertex / d loss_j
     with np.errstate(divide="ignore", invalid="ignore"):
         missing = np.sqrt(stats.scatter * np.clip(1.0 / np.maximum(stats.n_ran, 1)
                                                   - 1.0 / full, 0.0, None))
-    moves = stats.done & (dv * missing > tolerance)
-    return np.where(moves, full, levels)
+    return np.where(stats.done & (lever * missing > tolerance), full, levels)
+
+
+def vertex_leverage(stats: LRStats, log2_lrs: np.ndarray) -> np.ndarray | None:
+    """(L,) |dv/dy_j|: how far the fitted optimum moves per unit of LR j's mean loss (one
+    Gauss-Newton step of the weighted parabola, as analysis/fit.py's seed_deviations); None
+    where the fit has no vertex. Small next to the vertex and where the window weighs little,
+    largest about an octave out."""
+    curve = np.where(stats.usable, stats.loss, np.nan)[None, :]
+    fit = fit_optimum(log2_lrs, curve, grid_window(log2_lrs, curve, FIT_WINDOW))
+    if not fit.fitted[0]:
+        return None
+    jac = jacobian(log2_lrs, fit.params[:1])[0]
+    jw = jac * fit.weights[0][:, None]
+    try:
+        h_inv = np.linalg.inv(jw.T @ jac)
+    except np.linalg.LinAlgError:
+        return None
+    return np.abs((h_inv @ jw.T)[-1])
 
 
 def plan_family(fam: Family, results: Mapping[str, Outcome], options: Search) -> list[WidthPlan]:
