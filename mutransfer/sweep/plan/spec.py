@@ -151,9 +151,10 @@ class Search(StrictModel):
         "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
         "more costs more (at the analysis's fit window, 2.5 octaves on half-octave and finer "
         "grids, it runs every LR the fit can weigh, and lr* is then the grid's exactly)"))
-    # 0.02: replayed on four grids it cost 4-11% less than every seed at every LR, and no
-    # lr* moved further from the grid's (0.01 saved less; 0.05 moved lr* up to 0.06 octave
-    # further; benchmarks/README.md "Seeds where they matter")
+    # 0.02: replayed on four grids it cost 8-13% less than every seed at every LR (trial-s at
+    # width-median prices), and no grid's largest lr* gap grew (0.01 saved nothing on two of
+    # them; 0.05 moved lr* up to 0.06 octave further; benchmarks/README.md "Seeds where they
+    # matter")
     seed_tolerance: float | None = Field(0.02, gt=0, le=64, allow_inf_nan=False, description=(
         "transfer: beyond a width's first LRs (its window, the walk's start), run one seed at "
         "each LR and its other seeds only where their absence could move the width's fitted "
