@@ -19,7 +19,10 @@ SWEEP.yaml is needed where the store holds none (a store written by a script): i
 then matched to the stored trials by parameterization, width, LR and seed. @SEEDS replays a
 sweep of those seeds only (e.g. @0,1), so one dense store gives several disjoint seed sets.
 `--stop P` also replays the default search with early stopping (search.stop, protect_octaves
-P; a stopped trial is priced at the share of its tokens it ran).
+P; a stopped trial is priced at the share of its tokens it ran). `--real RUN_STORE` compares a
+real run of the default search (`mutransfer sweep` of the same sweep file, on Ray) with its
+replay on the first STORE: the trial ids each ran, the largest difference of their losses,
+and the real run's own figures against the grid (its stored wall times, raw).
 """
 
 from __future__ import annotations
@@ -35,18 +38,22 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
-from search_replay import Replayed, replay, store_parser, store_spec  # noqa: E402
+from search_replay import Replayed, analysed, replay, store_parser, store_spec  # noqa: E402
 
+from mutransfer.results.store import read_tables  # noqa: E402
 from mutransfer.sweep.search.stopping import StopOptions  # noqa: E402
 
 SECONDS_TARGET = 0.35   # share of the grid's trial-seconds
 GAP_TARGET = 0.10       # octaves between the search's lr* and the grid's
 
-# (name, the search: mapping); the default first, then the rule it replaced (issue 19: the
-# whole grid at the smallest width, every LR within 2.5 octaves of the optimum elsewhere)
+# (name, the search: mapping); the default first, then every seed at every LR it runs (the
+# default before seed_tolerance), then the rule issue 29 replaced (issue 19: the whole grid at
+# the smallest width, every LR within 2.5 octaves of the optimum elsewhere, every seed)
 VARIANTS: list[tuple[str, dict[str, Any], StopOptions | None]] = [
     ("transfer (default)", {"kind": "transfer"}, None),
-    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5}, None),
+    ("every seed", {"kind": "transfer", "seed_tolerance": None}, None),
+    ("before (issue 19)", {"kind": "transfer", "full_widths": 1, "settle_octaves": 2.5,
+                           "seed_tolerance": None}, None),
 ]
 
 
@@ -123,6 +130,39 @@ def one_store(spec: str) -> pd.DataFrame:
     return out
 
 
+def real_run(spec: str, real_store: Path) -> None:
+    """A real run of the default search against its replay on the grid store `spec`."""
+    store, doc, seeds = store_spec(spec)
+    grid = replay(store, "grid", {"kind": "grid"}, seeds=seeds, doc=doc)
+    rep = replay(store, "replay", {"kind": "transfer"}, seeds=seeds, doc=doc, analysis=False)
+    real = read_tables(real_store)
+    ran = real.trials[real.trials["status"].isin(("complete", "diverged"))]
+    run = Replayed("real", ran.to_dict("records"))
+    run.trials, run.analysis, run.note = analysed(run.rows, real, real_store)
+    mine = {str(r["trial_id"]): r for r in rep.rows}
+    theirs = {str(r["trial_id"]): r for r in run.rows}
+    both = set(mine) & set(theirs)
+    diff = max((abs(float(mine[t]["final_eval_loss"]) - float(theirs[t]["final_eval_loss"]))
+                for t in both if not mine[t].get("diverged") and not theirs[t].get("diverged")),
+               default=math.nan)
+    g = pd.DataFrame(grid.rows)
+    df = pd.DataFrame(run.rows)
+    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
+    tab = gaps(grid, run)
+    print(f"\n=== real run {real_store} against {spec} ===")
+    print(f"trials: real {len(theirs)}, replayed {len(mine)}; only real {len(set(theirs) - both)}, "
+          f"only replayed {len(set(mine) - both)}; max |loss difference| {diff:.3g}")
+    print(tab.assign(gap=tab["gap"].map(lambda v: f"{v:+.2f}")).to_string(index=False))
+    sec = float(pd.to_numeric(df["wall_time_s"]).sum())
+    print(f"real: {len(df)} trials, {sec:,.0f} trial-s "
+          f"({100 * sec / pd.to_numeric(g['wall_time_s']).sum():.1f}%"
+          f" of the grid's, measured at another load), trial-s med "
+          f"{100 * df['width'].map(median).sum() / g['width'].map(median).sum():.1f}%, tokens "
+          f"{100 * pd.to_numeric(df['tokens']).sum() / pd.to_numeric(g['tokens']).sum():.1f}%, "
+          f"FLOPs {100 * flops(df) / flops(g):.1f}%, max |gap| "
+          f"{np.nanmax(np.abs(tab['gap'])):.2f}, inside {int(tab['inside'].sum())}/{len(tab)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = store_parser(__doc__.split("\n\n")[0])
     p.add_argument("--search", type=yaml.safe_load, action="append", default=[],
@@ -131,7 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop", type=float, action="append", default=[], metavar="OCTAVES",
                    help="also replay the default search with early stopping at this "
                    "protect_octaves (search.stop; repeatable)")
+    p.add_argument("--real", type=Path, metavar="RUN_STORE", help="a real run of the default "
+                   "search of the first STORE's sweep: compare it with its replay")
     args = p.parse_args(argv)
+    if args.real is not None:
+        real_run(args.stores[0], args.real)
+        return 0
     VARIANTS.extend((f"transfer + stop p{o:g}", {"kind": "transfer"},
                      StopOptions(protect_octaves=o)) for o in args.stop)
     for extra in args.search:

@@ -109,8 +109,8 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "grid": Kind(options=("stop",)),
     "optuna": Kind(options=("trials_per_width", "max_concurrent", "seed"), adaptive=True),
-    "transfer": Kind(options=("full_widths", "window", "settle_octaves", "probe_stability",
-                              "stop"), part_of_grid=True),
+    "transfer": Kind(options=("full_widths", "window", "settle_octaves", "seed_tolerance",
+                              "probe_stability", "stop"), part_of_grid=True),
 }
 
 
@@ -127,8 +127,9 @@ class Search(StrictModel):
     whole grid at its `full_widths` smallest widths instead) and, at each wider width, a window
     of the grid around the lr* predicted from the widths below (the drift fit); each width then
     runs the LRs the analysis's fit weighs around its optimum, widened in grid steps until they
-    have all run; every LR it runs has all its seeds, and its cells are the grid's (same trial
-    ids, so grid and transfer results mix in one store)."""
+    have all run, with one seed beyond its first LRs and every seed where the seeds' scatter
+    could move lr* (`seed_tolerance`); its cells are the grid's (same trial ids, so grid and
+    transfer results mix in one store)."""
 
     kind: str = Field("grid", json_schema_extra=_kinds_enum)  # a key of KINDS
     trials_per_width: int = Field(12, ge=1, description="optuna: trials per group")
@@ -150,6 +151,15 @@ class Search(StrictModel):
         "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
         "more costs more (at the analysis's fit window, 2.5 octaves on half-octave and finer "
         "grids, it runs every LR the fit can weigh, and lr* is then the grid's exactly)"))
+    # 0.02: replayed on four grids it cost 8-13% less than every seed at every LR (trial-s at
+    # width-median prices), and no grid's largest lr* gap grew (0.01 saved nothing on two of
+    # them; 0.05 moved lr* up to 0.06 octave further; benchmarks/README.md "Seeds where they
+    # matter")
+    seed_tolerance: float | None = Field(0.02, gt=0, le=64, allow_inf_nan=False, description=(
+        "transfer: beyond a width's first LRs (its window, the walk's start), run one seed at "
+        "each LR and its other seeds only where their absence could move the width's fitted "
+        "lr* by more than this many octaves (the fit's sensitivity to that LR times the "
+        "standard error the missing seeds leave in its mean). None: every seed at every LR"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
         "benchmarks/README.md measures what it saves and how far it moves lr*)"))

@@ -24,6 +24,11 @@ where the answer is still uncertain and nowhere else:
   (benchmarks/README.md), and a width runs about twice the radius in LRs, whatever the grid's
   extent: the widest widths, which cost the most, run no more than that. `settle_octaves`
   sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
+- seeds are a second axis of cost (`seed_tolerance`): a width's first LRs (window, walk's
+  start) run every seed, which measures the seeds' scatter; every other LR runs one seed, and
+  its others only where their absence could move the width's fitted lr* by more than the
+  tolerance (influence_levels). An LR of fewer seeds is read at its seed-adjusted mean, as the
+  analysis reads it (analysis/cells.py);
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
   lie above the fit's support (every LR inside it has run already): they barely move a fit.
@@ -43,10 +48,12 @@ from typing import Any
 
 import numpy as np
 
+from mutransfer.analysis.cells import SeedLrArrays, all_seeds, cell_stats  # downward
 from mutransfer.analysis.fit import (  # the analysis's own estimator (downward)
     MIN_SIDE,
     fit_optimum,
     grid_window,
+    jacobian,
 )
 from mutransfer.analysis.slopes import ols
 from mutransfer.analysis_defaults import FIT_WINDOW
@@ -63,6 +70,9 @@ from mutransfer.sweep.search.families import Family, families_of
 # (benchmarks/README.md)
 SETTLE_OCTAVES = 1.22
 SCAN_OCTAVES = 1.0  # the first width's walk: steps of the grid nearest one octave
+# seeds first run at an LR beyond a width's first ones (seed_tolerance): its others run only
+# where their absence could move lr*
+EDGE_SEEDS = 1
 
 
 @dataclass(frozen=True)
@@ -86,21 +96,28 @@ class Outcome:
 
 @dataclass
 class LRStats:
-    """Per LR of the grid at one width, as the analysis counts it: finished (every seed),
-    diverged (any seed: such an LR never enters the fit), every seed diverged, the mean loss
-    of the seeds (NaN where not usable), and started (some seed finished, not every one)."""
+    """Per LR of the grid at one width, as the analysis counts it: seeds finished (`n_ran`) of
+    the LR's seeds (`n_seeds`), diverged (any seed that ran: such an LR never enters the fit),
+    every seed that ran diverged, and the seed-adjusted mean loss of the seeds that ran (NaN
+    where not usable; analysis/cells.py: each seed's loss minus its offset, so an LR run by
+    fewer seeds is read on the level of the others)."""
 
-    done: np.ndarray
+    n_ran: np.ndarray
+    n_seeds: np.ndarray
     diverged: np.ndarray
+    all_diverged: np.ndarray
     loss: np.ndarray
-    all_diverged: np.ndarray | None = None
-    partial: np.ndarray | None = None
+    scatter: float = math.nan  # pooled variance of one seed's adjusted loss about its LR's mean
 
-    def __post_init__(self) -> None:
-        if self.all_diverged is None:
-            self.all_diverged = self.diverged.copy()
-        if self.partial is None:
-            self.partial = np.zeros_like(self.done)
+    @property
+    def done(self) -> np.ndarray:
+        """Run by at least one seed (the level a plan wants it at is the plan's)."""
+        return self.n_ran > 0
+
+    @property
+    def partial(self) -> np.ndarray:
+        """Run by some of its seeds, not every one."""
+        return self.done & (self.n_ran < self.n_seeds)
 
     @property
     def usable(self) -> np.ndarray:
@@ -114,21 +131,42 @@ class LRStats:
 
 
 def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats:
-    n = len(fam.lrs)
-    done, diverged, loss = np.zeros(n, bool), np.zeros(n, bool), np.full(n, np.nan)
-    all_div, partial = np.zeros(n, bool), np.zeros(n, bool)
-    for i in range(n):
-        ids = fam.cell_ids(width, i)
-        outs = [results[t] for t in ids if t in results]
-        if not ids or len(outs) < len(ids):
-            partial[i] = bool(outs)
-            continue
-        done[i] = True
-        diverged[i] = any(o.diverged for o in outs)
-        all_div[i] = all(o.diverged for o in outs)
-        if not diverged[i] and all(math.isfinite(o.loss) for o in outs):
-            loss[i] = float(np.mean([o.loss for o in outs]))
-    return LRStats(done, diverged, loss, all_div, partial)
+    n_lrs, n_s = len(fam.lrs), len(fam.seeds)
+    ran, div, loss = np.zeros((n_s, n_lrs)), np.zeros((n_s, n_lrs)), np.full((n_s, n_lrs), np.nan)
+    n_seeds = np.zeros(n_lrs, int)
+    for i in range(n_lrs):
+        for s, seed in enumerate(fam.seeds):
+            tid = fam.ids.get((width, i, seed))
+            n_seeds[i] += tid is not None
+            if tid is None or tid not in results:
+                continue
+            ran[s, i], div[s, i], loss[s, i] = 1.0, results[tid].diverged, results[tid].loss
+    n_ran = ran.sum(axis=0).astype(int)
+    diverged = div.sum(axis=0) > 0
+    all_div = (n_ran > 0) & (div.sum(axis=0) == n_ran)
+    # a trained seed without a finite loss leaves its LR out (as when every seed ran)
+    lost = ((ran > 0) & (div == 0) & ~np.isfinite(loss)).any(axis=0)
+    mean, scatter = seed_adjusted(ran, div, loss)
+    mean = np.where((n_ran > 0) & ~diverged & ~lost, mean, np.nan)
+    return LRStats(n_ran, n_seeds, diverged, all_div, mean, scatter)
+
+
+def seed_adjusted(ran: np.ndarray, div: np.ndarray, loss: np.ndarray
+                  ) -> tuple[np.ndarray, float]:
+    """(L,) each LR's seed-adjusted mean loss from (S, L) arrays of one width, as the analysis
+    computes it (analysis/cells.py: with every seed at every LR it is the plain mean), and the
+    pooled variance of one seed's adjusted loss about it (NaN without an LR of two seeds)."""
+    trained = (ran > 0) & (div == 0) & np.isfinite(loss)
+    got = np.where(trained, loss, 0.0)
+    arr = SeedLrArrays(np.arange(len(ran)), np.ones(ran.shape[1]), ran, div,
+                       trained.astype(float), got, got * got)
+    cs = cell_stats(arr, all_seeds(arr))
+    mean = cs.mean_loss[0]
+    resid = np.where(trained, loss - cs.offsets[0][:, None] - mean[None, :], np.nan)
+    n = trained.sum(axis=0)
+    dof = float(np.maximum(n - 1, 0)[n > 1].sum())
+    ss = float(np.nansum(resid[:, n > 1] ** 2))
+    return mean, ss / dof if dof > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -305,10 +343,16 @@ class WidthPlan:
     stats: LRStats
     settled: bool = False            # its fit's support has run: the next width starts
     log2_opt: float = math.nan       # once settled; NaN where no LR trained
+    levels: np.ndarray | None = None  # seeds wanted at each LR (None: every seed)
+
+    def missing(self, lr_index: int) -> int:
+        """Seeds still to finish at a wanted LR for it to reach its level."""
+        level = self.stats.n_seeds[lr_index] if self.levels is None else self.levels[lr_index]
+        return max(0, int(level) - int(self.stats.n_ran[lr_index]))
 
     @property
     def to_finish(self) -> set[int]:
-        return {i for i in self.wanted if not self.stats.done[i]}
+        return {i for i in self.wanted if self.missing(i) > 0}
 
 
 def first_plan(fam: Family, width: int, stats: LRStats, options: Search,
@@ -329,8 +373,12 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
     stats = lr_stats(fam, width, results)
     log2_lrs = fam.log2_lrs
     plan = first_plan(fam, width, stats, options, prediction, full)
-    # an LR some of whose seeds ran (it was wanted when they started) runs its other seeds:
-    # the analysis would read one seed's loss there as the LR's
+    if options.seed_tolerance is not None and not full:
+        first = set(range(plan.window[0], plan.window[1] + 1)) if prediction is not None \
+            else set(plan.wanted)
+        plan.levels = influence_levels(stats, log2_lrs, first, options.seed_tolerance)
+    # an LR some of whose seeds ran (it was wanted when they started) runs to its level: every
+    # seed (without seed_tolerance, or where the seeds it lacks could move lr*), else one
     plan.wanted |= set(np.flatnonzero(stats.partial).tolist())
     if plan.to_finish:
         return plan  # the first LRs are not finished: what follows waits for all of them
@@ -349,6 +397,45 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
     if options.probe_stability:
         plan.wanted |= probe_needs(stats)
     return plan
+
+
+def influence_levels(stats: LRStats, log2_lrs: np.ndarray, first: set[int],
+                     tolerance: float) -> np.ndarray:
+    """Seeds a width runs at each LR with `seed_tolerance`: every seed at its first LRs (the
+    window, the walk's start: the seeds' scatter is measured there), EDGE_SEEDS elsewhere
+    until the seeds it lacks could move the fitted optimum by more than `tolerance` octaves:
+    |dv/dy_j| times the standard error the missing seeds leave in its mean (the pooled seed
+    scatter)."""
+    full = stats.n_seeds.copy()
+    levels = np.minimum(full, EDGE_SEEDS)
+    levels[sorted(first)] = full[sorted(first)]
+    if stats.argmin() < 0 or not math.isfinite(stats.scatter):
+        return levels  # the first LRs' seeds give the scatter, and the best LR
+    lever = vertex_leverage(stats, log2_lrs)
+    if lever is None:  # no vertex yet: which LRs matter is unknown, so every seed where it ran
+        return np.where(stats.done, full, levels)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        missing = np.sqrt(stats.scatter * np.clip(1.0 / np.maximum(stats.n_ran, 1)
+                                                  - 1.0 / full, 0.0, None))
+    return np.where(stats.done & (lever * missing > tolerance), full, levels)
+
+
+def vertex_leverage(stats: LRStats, log2_lrs: np.ndarray) -> np.ndarray | None:
+    """(L,) |dv/dy_j|: how far the fitted optimum moves per unit of LR j's mean loss (one
+    Gauss-Newton step of the weighted parabola, as analysis/fit.py's seed_deviations); None
+    where the fit has no vertex. Small next to the vertex and where the window weighs little,
+    largest about an octave out."""
+    curve = np.where(stats.usable, stats.loss, np.nan)[None, :]
+    fit = fit_optimum(log2_lrs, curve, grid_window(log2_lrs, curve, FIT_WINDOW))
+    if not fit.fitted[0]:
+        return None
+    jac = jacobian(log2_lrs, fit.params[:1])[0]
+    jw = jac * fit.weights[0][:, None]
+    try:
+        h_inv = np.linalg.inv(jw.T @ jac)
+    except np.linalg.LinAlgError:
+        return None
+    return np.abs((h_inv @ jw.T)[-1])
 
 
 def plan_family(fam: Family, results: Mapping[str, Outcome], options: Search) -> list[WidthPlan]:
@@ -436,8 +523,10 @@ class TransferSearch:
             for p in plans:
                 for lr_index in sorted(p.to_finish):
                     key = (p.settled, len(plans), -p.width, i, lr_index)
-                    out += [(key, t) for t in fam.cell_ids(p.width, lr_index)
-                            if t not in self.results and t not in self.failed]
+                    # the LR's seeds in order, as many as its level still lacks
+                    todo = [t for t in fam.cell_ids(p.width, lr_index)
+                            if t not in self.results][:p.missing(lr_index)]
+                    out += [(key, t) for t in todo if t not in self.failed]
         out.sort(key=lambda r: r[0])
         return [t for _, t in out]
 

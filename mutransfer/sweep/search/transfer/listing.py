@@ -30,12 +30,17 @@ def transfer_summary(search: TransferSearch) -> str:
     rest = len(widths) - len(full)
     per = max(settle_count(f, opts) for f in search.families)
     probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
+    # the seeds' rule makes the typical and most counts upper ones (fewer seeds where they
+    # cannot move lr*; the least count has every seed only at the first LRs, as the rule)
+    seeds = (f"; beyond each width's first LRs one seed, the others only where they could "
+             f"move lr* by more than {opts.seed_tolerance:g} octave"
+             if opts.seed_tolerance is not None else "")
     start = (f"all {lrs} LRs at width {', '.join(map(str, full))}, then " if full else
              "a walk from the grid's middle at the smallest width, then ")
     return (f"transfer search over {most} cells: runs at least {least} ({start}a window of "
             f"{opts.window} at each of the {rest if full else rest - 1} wider widths), about "
             f"{typical} when each optimum is inside the grid (about {per} LRs a width: every "
-            f"LR within {settle_radius(opts):.2f} octaves), at most {most}{probe}")
+            f"LR within {settle_radius(opts):.2f} octaves), at most {most}{probe}{seeds}")
 
 
 def transfer_listing(search: TransferSearch) -> str:
