@@ -1,6 +1,7 @@
 """Each LR weighs by its own seeds' scatter, shrunk toward a smooth model of scatter against
 distance from the optimum, so one noisy LR far from the optimum cannot set the curve's shape;
-how far one LR moves lr* is reported; two seeds at one width get an interval from the points."""
+model and scatter are read from the fit window's LRs, so an LR outside it cannot move lr*; how
+far one LR moves lr* is reported; two seeds at one width get an interval from the points."""
 
 import numpy as np
 import pandas as pd
@@ -9,6 +10,7 @@ import pytest
 from mutransfer.analysis import analyze
 from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
 from mutransfer.analysis.fit import fit_optimum
+from mutransfer.analysis.optimum import settle_cycles
 from mutransfer.analysis.pointnoise import PRIOR_DF, point_variance, smooth_model
 from mutransfer.analysis.views import view_lr_opt
 from mutransfer.results.store import Tables
@@ -116,3 +118,16 @@ def test_an_lr_outside_the_window_however_noisy_cannot_move_lr_star():
         answers.append(float(np.log2(a.lr_opt.iloc[0].lr_opt)))
     assert answers[0] < -4.5                          # the window stops short of 2^-2
     assert answers[1] == pytest.approx(answers[0], abs=1e-9)
+
+
+def test_a_window_whose_edge_lr_comes_and_goes_keeps_the_lrs_both_its_states_hold():
+    """The window's LRs and their noise model are iterated together; when an edge LR leaves
+    the window with its scatter in the model and re-enters without it, the row settles on the
+    LRs both states hold, whichever it started from; a row still moving goes on."""
+    small = np.array([[False, True, True, True, False]])
+    large = np.array([[False, True, True, True, True]])
+    for start, back in ((small, large), (large, small)):
+        now, settled = settle_cycles([start, back], start, np.zeros(1, bool))
+        assert settled.all() and (now == small).all()
+    now, settled = settle_cycles([small], large, np.zeros(1, bool))
+    assert not settled.any() and (now == large).all()

@@ -35,9 +35,9 @@ from mutransfer.analysis.pointnoise import lack_of_fit, point_variance
 from mutransfer.analysis_defaults import FIT_WINDOW
 
 SAMPLED_SEARCHES = ("optuna",)  # searches whose LRs are samples, not points of a shared grid
-# refits of the window's LRs and their noise model; on the dense real stores and the search
-# grids the set settles in one or two (benchmarks/README.md "A local lr* estimator")
-LOCAL_ROUNDS = 4
+# most refits of the window's LRs and their noise model: a bound only; on the dense real
+# stores, the quickstart and the search grids, whole and sub-grids, the set settled in 1-3
+LOCAL_ROUNDS = 8
 
 
 @dataclass
@@ -139,18 +139,37 @@ def weigh(groups: list[tuple[tuple, SeedLrArrays]], stats: list[CellStats], curv
 def weigh_locally(groups: list[tuple[tuple, SeedLrArrays]], stats: list[CellStats],
                   curves: np.ndarray, window: np.ndarray) -> Weighed:
     """weigh() from the window's LRs, the window first around each argmin, then where the fits
-    put it, until its LRs stop changing (or after LOCAL_ROUNDS: the last set then stands)."""
+    put it, until its LRs stop changing (a row that cycles settles: settle_cycles)."""
     x = groups[0][1].log2_lr
     finite = np.isfinite(curves)
     argmin = np.argmin(np.where(finite, curves, np.inf), axis=1)
     inside = finite & (np.abs(x[None, :] - x[argmin][:, None]) < window[:, None])
+    seen, settled = [inside], np.zeros(len(curves), bool)
     for _ in range(LOCAL_ROUNDS):
         weighed = weigh(groups, stats, curves, window, inside)
-        now = weighed.window_lrs(inside)
+        now = np.where(settled[:, None], inside, weighed.window_lrs(inside))
         if (now == inside).all():
             break
+        now, settled = settle_cycles(seen, now, settled)
+        seen.append(now)
         inside = now
     return weighed
+
+
+def settle_cycles(seen: list[np.ndarray], now: np.ndarray,
+                  settled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the window's LRs, the rows settled) after one round: a row of `now` (B, L) whose LRs
+    return to a set it held before (`seen`) cycles, an LR at the window's edge leaving it when
+    its scatter joins the noise model and re-entering when it does not (store B mup_ssm 64, a
+    half-octave sub-grid: lr* -4.7592 / -4.7557 by turns). Such a row keeps the LRs every set
+    of its cycle holds (the fit still weighs each of them) and stops there."""
+    now, settled = now.copy(), settled.copy()
+    for i in np.flatnonzero(~settled):
+        back = [k for k, s in enumerate(seen) if (s[i] == now[i]).all()]
+        if back:
+            now[i] = np.logical_and.reduce([s[i] for s in seen[back[0]:]])
+            settled[i] = True
+    return now, settled
 
 
 def optima_of(groups: list[tuple[tuple, SeedLrArrays]], window: float) -> list[GroupOptimum]:

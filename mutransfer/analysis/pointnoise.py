@@ -22,10 +22,10 @@ offsets behind the scatter included (cells.restrict; optimum.py iterates the win
 model until the window's LRs stop changing). Fitted over every LR, the model's two slopes and
 the offsets carried the LRs outside the window into every weight inside it: leaving out only
 LRs the fit gave zero weight moved lr* 0.04-0.12 octave on the search benchmark's grids
-(benchmarks/search_floor.py), and a far LR's scatter moved it at all. Read locally, an LR
-outside the window cannot move lr*, and on the dense real stores lr*'s spread over grid offsets
-stayed within +0.009 octave of the global model's (benchmarks/README.md "A local lr*
-estimator").
+(benchmarks/search_floor.py). Read locally, an LR outside the window moves lr* only by being
+the argmin or an edge of what trained (optimum.py), and on the dense real stores lr*'s spread
+over grid offsets stayed within +0.009 octave of the global model's (benchmarks/README.md
+"A local lr* estimator").
 
 With one seed there is no scatter to measure: the fit weights by distance only (fit.py).
 """
