@@ -35,8 +35,8 @@ from mutransfer.analysis.pointnoise import lack_of_fit, point_variance
 from mutransfer.analysis_defaults import FIT_WINDOW
 
 SAMPLED_SEARCHES = ("optuna",)  # searches whose LRs are samples, not points of a shared grid
-# most refits of the window's LRs and their noise model: a bound only; on the dense real
-# stores, the quickstart and the search grids, whole and sub-grids, the set settled in 1-3
+# most refits of the window's LRs and their noise model: a bound only; over the real-curve
+# benchmark's sub-grids the set settled in 1-3 rounds, 4 where a 2-cycle was settled
 LOCAL_ROUNDS = 8
 
 
