@@ -1,6 +1,7 @@
 """Each LR weighs by its own seeds' scatter, shrunk toward a smooth model of scatter against
 distance from the optimum, so one noisy LR far from the optimum cannot set the curve's shape;
-how far one LR moves lr* is reported; two seeds at one width get an interval from the points."""
+model and scatter are read from the fit window's LRs, so an LR outside it cannot move lr*; how
+far one LR moves lr* is reported; two seeds at one width get an interval from the points."""
 
 import numpy as np
 import pandas as pd
@@ -9,11 +10,13 @@ import pytest
 from mutransfer.analysis import analyze
 from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
 from mutransfer.analysis.fit import fit_optimum
+from mutransfer.analysis.optimum import settle_cycles
 from mutransfer.analysis.pointnoise import PRIOR_DF, point_variance, smooth_model
 from mutransfer.analysis.views import view_lr_opt
 from mutransfer.results.store import Tables
 
 X = np.arange(-10.0, -2.9, 0.5)   # half-octave grid, optimum near -6.6
+EVERY_LR = np.ones(len(X), bool)  # the noise model read from the whole grid
 
 
 def curve(x, v=-6.6, k=1.0, a=0.06):
@@ -50,7 +53,7 @@ def test_an_lr_with_a_wild_scatter_is_shrunk_toward_the_model_but_stays_larger()
     loss = curve(X)[None, :] + 0.01 * rng.standard_normal((2, len(X)))
     loss[:, 12] += [-0.3, 0.3]            # one LR, two seeds 0.6 apart
     arr, st = stats_of(loss)
-    pv = point_variance(arr, st, -6.5)
+    pv = point_variance(arr, st.usable[0], -6.5, EVERY_LR)
     raw = 0.5 * 0.6**2
     assert np.median(pv) < pv[12] < raw   # shrunk: 1 df against PRIOR_DF of the model
     assert pv[12] == pytest.approx((raw + PRIOR_DF * np.median(pv)) / (1 + PRIOR_DF), rel=0.5)
@@ -68,7 +71,7 @@ def test_a_noisy_lr_far_above_the_optimum_barely_moves_lr_star():
     mean = st.usable_loss
     without = mean.copy()
     without[0, X == -5.0] = np.nan
-    pv = point_variance(arr, st, -6.5)[None, :] / 8
+    pv = point_variance(arr, st.usable[0], -6.5, EVERY_LR)[None, :] / 8
     weighted = fit_optimum(X, mean, point_var=pv).log2_lr[0]
     weighted_without = fit_optimum(X, without, point_var=pv).log2_lr[0]
     alike = fit_optimum(X, mean).log2_lr[0]
@@ -97,3 +100,34 @@ def test_two_seeds_at_one_width_get_an_interval_from_each_lrs_scatter():
     assert row.ci_method == "points"
     assert row.ci_low < row.lr_opt < row.ci_high
     assert row.ci_df == int(row.n_fit_points) - 1
+
+
+def test_an_lr_outside_the_window_however_noisy_cannot_move_lr_star():
+    """The noise model is fitted from the window's LRs only: the seeds at two LRs far above
+    the optimum (beyond the 2.5-octave window) scatter from not at all to 2 nats apart, their
+    means and every seed's offset unchanged, and lr* stays where it was, to the last digit."""
+    x = np.arange(-11.0, -0.9, 0.5)
+    rng = np.random.default_rng(4)
+    base = curve(x, k=0.4)[None, :] + 0.01 * rng.standard_normal((4, len(x)))
+    answers = []
+    for d in (0.0, 1.0):
+        loss = base.copy()
+        loss[:, x == -1.5] += d * np.array([[1.0], [-1.0], [1.0], [-1.0]])
+        loss[:, x == -1.0] -= d * np.array([[1.0], [-1.0], [1.0], [-1.0]])
+        a = analyze("local", tables=Tables(trials(loss, x=x), pd.DataFrame()))
+        answers.append(float(np.log2(a.lr_opt.iloc[0].lr_opt)))
+    assert answers[0] < -4.5                          # the window stops short of 2^-2
+    assert answers[1] == pytest.approx(answers[0], abs=1e-9)
+
+
+def test_a_window_whose_edge_lr_comes_and_goes_keeps_the_lrs_both_its_states_hold():
+    """The window's LRs and their noise model are iterated together; when an edge LR leaves
+    the window with its scatter in the model and re-enters without it, the row settles on the
+    LRs both states hold, whichever it started from; a row still moving goes on."""
+    small = np.array([[False, True, True, True, False]])
+    large = np.array([[False, True, True, True, True]])
+    for start, back in ((small, large), (large, small)):
+        now, settled = settle_cycles([start, back], start, np.zeros(1, bool))
+        assert settled.all() and (now == small).all()
+    now, settled = settle_cycles([small], large, np.zeros(1, bool))
+    assert not settled.any() and (now == large).all()

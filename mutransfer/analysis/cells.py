@@ -13,6 +13,11 @@ A cell's mean loss is seed-adjusted: each seed's loss minus that seed's offset (
 below the other seeds it runs at the LRs they share), averaged over the seeds that trained. With
 every seed at every LR the offsets cancel and it is the plain mean; with a seed missing at some
 LR (a failed trial, a search window per seed) the remaining seeds' level does not move the cell.
+
+`restrict` keeps a group's arrays at some LRs only, as if the others had not run: the noise
+model of each LR (pointnoise.py) is read from the LRs inside lr*'s fit window through it, so
+that the seeds' offsets behind that scatter come from those LRs too, and an LR outside the
+window moves neither.
 """
 
 from __future__ import annotations
@@ -119,6 +124,14 @@ def seed_lr_arrays(group: pd.DataFrame, lrs: np.ndarray | None = None) -> SeedLr
     np.add.at(arrays[3], (s, l_), np.where(has, loss, 0.0))
     np.add.at(arrays[4], (s, l_), np.where(has, loss * loss, 0.0))
     return SeedLrArrays(seeds, lrs, *arrays)
+
+
+def restrict(arr: SeedLrArrays, keep: np.ndarray) -> SeedLrArrays:
+    """`arr` as if only the LRs where `keep` (L,) holds had run (the others keep their column,
+    with no trial in it)."""
+    kept = {f: np.where(keep[None, :], getattr(arr, f), 0.0)
+            for f in ("n_trials", "n_div", "n_loss", "loss_sum", "loss_sq")}
+    return SeedLrArrays(arr.seeds, arr.lrs, **kept)
 
 
 def seed_offsets(arr: SeedLrArrays, weight: np.ndarray, fit: np.ndarray) -> np.ndarray:

@@ -17,6 +17,16 @@ optimum, faster towards instability):
 empirical-Bayes variance shrinkage of Smyth 2004, limma, with a fixed prior df). The fit weights
 each LR by n_j / sigma2_j (the inverse variance of its mean), times its distance window.
 
+The scatter and the model are read from the LRs inside lr*'s fit window only, the seeds'
+offsets behind the scatter included (cells.restrict; optimum.py iterates the window and this
+model until the window's LRs stop changing). Fitted over every LR, the model's two slopes and
+the offsets carried the LRs outside the window into every weight inside it: leaving out only
+LRs the fit gave zero weight moved lr* 0.04-0.12 octave on the search benchmark's grids
+(benchmarks/search_floor.py). Read locally, an LR outside the window moves lr* only by being
+the argmin or an edge of what trained (optimum.py), and on the dense real stores lr*'s spread
+over grid offsets stayed within +0.009 octave of the global model's (benchmarks/README.md
+"A local lr* estimator").
+
 With one seed there is no scatter to measure: the fit weights by distance only (fit.py).
 """
 
@@ -24,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mutransfer.analysis.cells import CellStats, SeedLrArrays
+from mutransfer.analysis.cells import CellStats, SeedLrArrays, all_seeds, cell_stats, restrict
 from mutransfer.analysis.fit import N_PARAMS, OptimumFit, model
 
 PRIOR_DF = 4.0      # degrees of freedom of the smooth model, as a prior on each LR's variance
@@ -71,12 +81,14 @@ def smooth_model(x: np.ndarray, s2: np.ndarray, df: np.ndarray, centre: float) -
     return np.exp(design @ coef + bias)
 
 
-def point_variance(arr: SeedLrArrays, stats: CellStats, centre: float) -> np.ndarray:
-    """(L,) shrunk variance of one seed's loss at each usable LR (NaN elsewhere, and everywhere
-    when no LR has two seeds)."""
-    s2, df = seed_scatter(arr, stats)
+def point_variance(arr: SeedLrArrays, usable: np.ndarray, centre: float,
+                   inside: np.ndarray) -> np.ndarray:
+    """(L,) shrunk variance of one seed's loss at each `usable` LR (NaN elsewhere, and
+    everywhere when no LR inside has two seeds), the scatter and the model read from the LRs
+    `inside` (L,) only: a usable LR outside gets the model's value."""
+    local = restrict(arr, inside)
+    s2, df = seed_scatter(local, cell_stats(local, all_seeds(local)))
     model = smooth_model(arr.log2_lr, s2, df, centre)
-    usable = stats.usable[0]
     with np.errstate(invalid="ignore"):
         shrunk = (df * np.nan_to_num(s2) + PRIOR_DF * model) / (df + PRIOR_DF)
     return np.where(usable, np.maximum(shrunk, VAR_FLOOR), np.nan)
