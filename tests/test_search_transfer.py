@@ -158,6 +158,8 @@ def test_every_seed_runs_where_it_could_move_lr_star_and_one_seed_elsewhere():
     assert all(s == set(SEEDS) for s in seeds_per_lr(ran_all, by_id).values())
     one_seed = [k for k, s in seeds_per_lr(ran, by_id).items() if len(s) == 1]
     assert len(one_seed) >= 10 and len(ran) < 0.8 * len(ran_all)
+    # the smallest width (the walk, the cheapest) runs every seed wherever it runs
+    assert not [k for k in one_seed if k[1] == WIDTHS[0]]
     full = grid_optima(truth, list(by_id.values()))
     for key, x in search_optima(search).items():
         assert x == pytest.approx(full[key], abs=0.02), key

@@ -151,14 +151,15 @@ class Search(StrictModel):
         "0.07 octave of the grid's on the benchmark sweeps at about a third of their cost; "
         "more costs more (at the analysis's fit window, 2.5 octaves on half-octave and finer "
         "grids, it runs every LR the fit can weigh, and lr* is then the grid's exactly)"))
-    # 0.02: replayed on four grids it cost 8-13% less than every seed at every LR (trial-s at
+    # 0.02: replayed on four grids it cost 5-12% less than every seed at every LR (trial-s at
     # width-median prices), and no grid's largest lr* gap grew (0.01 saved nothing on two of
     # them; 0.05 moved lr* up to 0.06 octave further; benchmarks/README.md "Seeds where they
     # matter")
     seed_tolerance: float | None = Field(0.02, gt=0, le=64, allow_inf_nan=False, description=(
-        "transfer: beyond a width's first LRs (its window, the walk's start), run one seed at "
-        "each LR and its other seeds only where their absence could move the width's fitted "
-        "lr* by more than this many octaves (the fit's sensitivity to that LR times the "
+        "transfer: at each width above the smallest (which walks, with every seed), beyond its "
+        "first LRs (its window) run one seed at each LR and its other seeds only where their "
+        "absence could move the width's fitted lr* by more than this many octaves (the fit's "
+        "sensitivity to that LR times the "
         "standard error the missing seeds leave in its mean). None: every seed at every LR"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "

@@ -24,8 +24,9 @@ where the answer is still uncertain and nowhere else:
   (benchmarks/README.md), and a width runs about twice the radius in LRs, whatever the grid's
   extent: the widest widths, which cost the most, run no more than that. `settle_octaves`
   sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
-- seeds are a second axis of cost (`seed_tolerance`): a width's first LRs (window, walk's
-  start) run every seed, which measures the seeds' scatter; every other LR runs one seed, and
+- seeds are a second axis of cost (`seed_tolerance`): the smallest width's walk runs every
+  seed; a wider width's first LRs (its window) run every seed, which measures the seeds'
+  scatter, and every other LR runs one seed, and
   its others only where their absence could move the width's fitted lr* by more than the
   tolerance (influence_levels). An LR of fewer seeds is read at its seed-adjusted mean, as the
   analysis reads it (analysis/cells.py);
@@ -373,9 +374,11 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
     stats = lr_stats(fam, width, results)
     log2_lrs = fam.log2_lrs
     plan = first_plan(fam, width, stats, options, prediction, full)
-    if options.seed_tolerance is not None and not full:
-        first = set(range(plan.window[0], plan.window[1] + 1)) if prediction is not None \
-            else set(plan.wanted)
+    # the smallest width (no prediction: it walks) runs every seed: it is the cheapest, and
+    # with lr* read from the window's LRs only, one seed on its walk's far steps moved its
+    # lr* by up to 0.23 octave (search_short, benchmarks/README.md "Seeds where they matter")
+    if options.seed_tolerance is not None and not full and prediction is not None:
+        first = set(range(plan.window[0], plan.window[1] + 1))
         plan.levels = influence_levels(stats, log2_lrs, first, options.seed_tolerance)
     # an LR some of whose seeds ran (it was wanted when they started) runs to its level: every
     # seed (without seed_tolerance, or where the seeds it lacks could move lr*), else one
@@ -402,7 +405,7 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
 def influence_levels(stats: LRStats, log2_lrs: np.ndarray, first: set[int],
                      tolerance: float) -> np.ndarray:
     """Seeds a width runs at each LR with `seed_tolerance`: every seed at its first LRs (the
-    window, the walk's start: the seeds' scatter is measured there), EDGE_SEEDS elsewhere
+    window: the seeds' scatter is measured there), EDGE_SEEDS elsewhere
     until the seeds it lacks could move the fitted optimum by more than `tolerance` octaves:
     |dv/dy_j| times the standard error the missing seeds leave in its mean (the pooled seed
     scatter)."""

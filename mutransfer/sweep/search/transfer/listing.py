@@ -32,7 +32,7 @@ def transfer_summary(search: TransferSearch) -> str:
     probe = ", plus probes upward to the first diverged LR" if opts.probe_stability else ""
     # the seeds' rule makes the typical and most counts upper ones (fewer seeds where they
     # cannot move lr*; the least count has every seed only at the first LRs, as the rule)
-    seeds = (f"; beyond each width's first LRs one seed, the others only where they could "
+    seeds = (f"; beyond each wider width's first LRs one seed, the others only where they could "
              f"move lr* by more than {opts.seed_tolerance:g} octave"
              if opts.seed_tolerance is not None else "")
     start = (f"all {lrs} LRs at width {', '.join(map(str, full))}, then " if full else
