@@ -2,6 +2,7 @@
 
     python benchmarks/check_seedcorr.py dense DENSE_STORE [...]
     python benchmarks/check_seedcorr.py checks NAME=STORE[,STORE...] [...]
+    python benchmarks/check_seedcorr.py calib DENSE_STORE|NAME=STORE[,STORE...] [...]
 
 Every trial with seed s trains on the same batch stream (train.py: batch i from (seed, i))
 and evaluates on the same batches (EVAL_SEED), whatever its width. If that makes one seed's
@@ -30,6 +31,18 @@ z = (slope_a - slope_b) / hypot(se_seeds_a, se_seeds_b) should have mean square 
 seed part is right (a little above: t, not normal), and about 1 - rho if the widths' errors are
 correlated; `inside t95` is the fraction with |z| below the 95% point of t at the pair's
 smaller df.
+
+`calib` measures the seed part's calibration per seed count k (2, 3, 4): every k-seed subset
+of the seeds is analyzed alone, and over every pair of disjoint subsets on one grid (dense
+stores: each half- and one-octave sub-grid; check runs: as they are, all widths and from the
+second width, all the runs' seeds together) it compares the two answers' difference with
+their seed parts (the placement is common to both): `inside` the fraction of pairs with
+|a - b| <= t(df) hypot(se_a, se_b) (t at the smaller df, the pooled df `analyze` uses), and
+`ratio` = mean (a - b)^2 / mean (se_a^2 + se_b^2), about 1 if the seed part is right, with a
+95% chi-square interval on nu = sum over units (families, or family x width for lr*) of
+floor(seeds / k) - 1, the df of one partition of the seeds into disjoint sets (the pairs
+overlap; the dense sub-grids share seeds, so pooled over them the interval is too narrow).
+Both for the slope (se_seeds) and for log2 lr* per width (se_seeds_log2).
 
 `checks` reads stored `mutransfer check` runs (their sweep stores; several stores of one model
 concatenated by commas, e.g. the three Mamba runs' seeds 0-5, 10-11, 20-21), all seeds, over
@@ -214,13 +227,88 @@ def checks(spec: str) -> None:
             z_summary(z, ["n_seeds"])
 
 
+def answers_of(trials: pd.DataFrame, seeds: tuple) -> list[dict]:
+    """One seed set's answers on one grid: the slope per family, log2 lr* per family x width,
+    each with its seed part and df; families (slope) or widths (lr*) on an edge left out."""
+    lr_opt, _, optima, cols = answers(trials[trials["seed"].isin(seeds)])
+    out = [{"what": "slope", "unit": r["family"], "value": r["slope"], "se": r["se_seeds"],
+            "df": r["ci_df"]} for _, r in slope_rows(trials, seeds).iterrows()]
+    for _, r in lr_opt[~lr_opt["edge"].astype(bool)].iterrows():
+        out.append({"what": "lr*", "unit": str((*[r[c] for c in cols], r["width"])),
+                    "value": math.log2(r["lr_opt"]), "se": r["se_seeds_log2"],
+                    "df": r["ci_df"]})
+    return [o for o in out if np.isfinite(o["value"]) and np.isfinite(o["se"])]
+
+
+def calib_pairs(trials: pd.DataFrame, label: str, k: int) -> list[dict]:
+    seeds = sorted(trials["seed"].unique())
+    subsets = list(itertools.combinations(seeds, k))
+    got = {s: {(o["what"], o["unit"]): o for o in answers_of(trials, s)} for s in subsets}
+    rows = []
+    for a, b in itertools.combinations(subsets, 2):
+        if set(a) & set(b):
+            continue
+        for key in got[a].keys() & got[b].keys():
+            x, y = got[a][key], got[b][key]
+            claimed = x["se"] ** 2 + y["se"] ** 2
+            df = int(min(x["df"], y["df"]))
+            rows.append({"grid": label, "k": k, "what": key[0], "unit": key[1], "df": df,
+                         "a": "-".join(map(str, a)), "b": "-".join(map(str, b)),
+                         "sq": (x["value"] - y["value"]) ** 2, "claimed": claimed,
+                         "inside": abs(x["value"] - y["value"])
+                         <= t_quantile(LEVEL, df) * math.sqrt(claimed),
+                         "nu": len(seeds) // k - 1})
+    return rows
+
+
+def chi2_ratio_interval(ratio: float, nu: int) -> tuple[float, float]:
+    """95% interval on a variance ratio estimated with nu df (chi-square, by simulation)."""
+    q = np.percentile(RNG.chisquare(nu, 200_000), [97.5, 2.5])
+    return ratio * nu / q[0], ratio * nu / q[1]
+
+
+def calib_summary(df: pd.DataFrame, by: list[str]) -> None:
+    for key, g in df.groupby(by):
+        ratio = g["sq"].mean() / g["claimed"].mean()
+        nu = int(g.drop_duplicates(["grid", "unit"])["nu"].sum())
+        lo, hi = chi2_ratio_interval(ratio, nu) if nu > 0 else (math.nan, math.nan)
+        dfs = "/".join(str(d) for d in sorted(g["df"].unique()))
+        print(f"  {key}: {len(g)} pairs, inside t95 {g['inside'].mean():.3f}, ratio "
+              f"{ratio:.2f} [{lo:.2f}, {hi:.2f}] (nu {nu}), rms diff "
+              f"{np.sqrt(g['sq'].mean()):.3f}, rms claimed {np.sqrt(g['claimed'].mean()):.3f}, "
+              f"df {dfs}")
+
+
+def calib(spec: str) -> None:
+    rows = []
+    if "=" in spec:
+        name, paths = spec.split("=", 1)
+        trials = pd.concat([read(p) for p in paths.split(",")], ignore_index=True)
+        widths = np.sort(trials["width"].unique())
+        grids = [(f"{lo}-{widths[-1]}", trials[trials["width"] >= lo]) for lo in widths[:2]]
+    else:
+        name, trials = Path(spec).name, every_seed(read(spec))
+        grids = [(f"{sp} {off}", sub) for sp, off, sub in sub_grids(trials) if sp != "quarter"]
+    n = trials["seed"].nunique()
+    for label, sub in grids:
+        for k in range(2, min(4, n // 2) + 1):
+            rows += calib_pairs(sub, label, k)
+    z = pd.DataFrame(rows)
+    z.to_csv(f"/tmp/calib_{name}.csv", index=False)
+    print(f"{name}: disjoint seed sets, difference against the seed parts")
+    z_grid = z.assign(spacing=z["grid"].str.split().str[0])
+    calib_summary(z_grid, ["what", "k", "spacing"])
+    calib_summary(z_grid, ["what", "k"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["dense", "checks"])
+    p.add_argument("what", choices=["dense", "checks", "calib"])
     p.add_argument("stores", nargs="+")
     a = p.parse_args()
+    run = {"dense": dense, "checks": checks, "calib": calib}[a.what]
     for s in a.stores:
-        (dense if a.what == "dense" else checks)(s)
+        run(s)
 
 
 if __name__ == "__main__":
