@@ -1,8 +1,8 @@
 """Do one seed's lr* errors at different widths move together? (issue 29.2, the drift's s.e.)
 
-    python benchmarks/check_seedcorr.py dense DENSE_STORE [...]
-    python benchmarks/check_seedcorr.py checks NAME=STORE[,STORE...] [...]
-    python benchmarks/check_seedcorr.py calib DENSE_STORE|NAME=STORE[,STORE...] [...]
+    python benchmarks/check_seedcorr.py dense DENSE_STORE [...] [--out DIR]
+    python benchmarks/check_seedcorr.py checks NAME=STORE[,STORE...] [...] [--out DIR]
+    python benchmarks/check_seedcorr.py calib DENSE_STORE|NAME=STORE[,STORE...] [...] [--out DIR]
 
 Every trial with seed s trains on the same batch stream (train.py: batch i from (seed, i))
 and evaluates on the same batches (EVAL_SEED), whatever its width. If that makes one seed's
@@ -193,7 +193,7 @@ def z_summary(df: pd.DataFrame, by: list[str]) -> None:
               f"{g['inside'].mean():.3f}")
 
 
-def dense(path: str) -> None:
+def dense(path: str, out: Path) -> None:
     trials = every_seed(read(path))
     name = Path(path).name
     all_p, all_a, zrows = [], [], []
@@ -206,13 +206,13 @@ def dense(path: str) -> None:
     # sub-grids share seeds: the pooled interval is too narrow; the per-grid lines say more
     report(f"{name} every sub-grid pooled", all_p, all_a)
     z = pd.DataFrame(zrows)
-    z.to_csv(f"/tmp/seedcorr_{name}.csv", index=False)
+    z.to_csv(out / f"seedcorr_{name}.csv", index=False)
     print(f"{name}: disjoint seed sets, z = slope difference / hypot(se_seeds)")
     z_summary(z.assign(spacing=z["grid"].str.split().str[0]), ["n_seeds", "spacing"])
     z_summary(z, ["n_seeds", "family"])
 
 
-def checks(spec: str) -> None:
+def checks(spec: str, out: Path) -> None:
     name, paths = spec.split("=", 1)
     trials = pd.concat([read(p) for p in paths.split(",")], ignore_index=True)
     widths = np.sort(trials["width"].unique())
@@ -223,6 +223,7 @@ def checks(spec: str) -> None:
         sets = [tuple(seeds[i:i + 2]) for i in range(0, len(seeds) - 1, 2)]
         z = pd.DataFrame(disjoint_z(sub, list(itertools.combinations(sets, 2)), "stored"))
         if len(z):
+            z.to_csv(out / f"disjoint_{name}_{lo}-{widths[-1]}.csv", index=False)
             print(f"{name} {lo}-{widths[-1]}: disjoint 2-seed sets")
             z_summary(z, ["n_seeds"])
 
@@ -279,7 +280,7 @@ def calib_summary(df: pd.DataFrame, by: list[str]) -> None:
               f"df {dfs}")
 
 
-def calib(spec: str) -> None:
+def calib(spec: str, out: Path) -> None:
     rows = []
     if "=" in spec:
         name, paths = spec.split("=", 1)
@@ -294,7 +295,7 @@ def calib(spec: str) -> None:
         for k in range(2, min(4, n // 2) + 1):
             rows += calib_pairs(sub, label, k)
     z = pd.DataFrame(rows)
-    z.to_csv(f"/tmp/calib_{name}.csv", index=False)
+    z.to_csv(out / f"calib_{name}.csv", index=False)
     print(f"{name}: disjoint seed sets, difference against the seed parts")
     z_grid = z.assign(spacing=z["grid"].str.split().str[0])
     calib_summary(z_grid, ["what", "k", "spacing"])
@@ -305,10 +306,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["dense", "checks", "calib"])
     p.add_argument("stores", nargs="+")
+    p.add_argument("--out", type=Path, default=Path("."), help="folder for the per-row CSVs")
     a = p.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
     run = {"dense": dense, "checks": checks, "calib": calib}[a.what]
     for s in a.stores:
-        run(s)
+        run(s, a.out)
 
 
 if __name__ == "__main__":
