@@ -248,23 +248,32 @@ def seed_deviations(log2_lr: np.ndarray, seed_loss: np.ndarray, fit: OptimumFit)
     return out
 
 
+def vertex_sensitivity(log2_lr: np.ndarray, fit: OptimumFit) -> np.ndarray | None:
+    """(L,) dv/dy_j of one fitted row: how far the optimum moves per unit of point j's loss, to
+    first order (the row of H^-1 J'W for v, W the window's weights); None without a fitted
+    optimum or with a singular H."""
+    if not fit.fitted[0]:
+        return None
+    jac = jacobian(np.asarray(log2_lr, dtype=float), fit.params[:1])[0]
+    jw = jac * fit.weights[0][:, None]
+    try:
+        return (np.linalg.inv(jw.T @ jac) @ jw.T)[-1]
+    except np.linalg.LinAlgError:
+        return None
+
+
 def model_variance(log2_lr: np.ndarray, fit: OptimumFit,
                    point_var: np.ndarray | None = None) -> float:
-    """var(v) of one fitted row: the weighted fit's sandwich (H^-1 J'W V W J H^-1)_vv, with V
-    the points' variances `point_var` (L,) (per unit variance of a point without)."""
-    x = np.asarray(log2_lr, dtype=float)
-    if not fit.fitted[0]:
+    """var(v) of one fitted row: the weighted fit's sandwich (H^-1 J'W V W J H^-1)_vv, i.e.
+    sum_j (dv/dy_j)^2 V_j with V the points' variances `point_var` (L,) (per unit variance of a
+    point without)."""
+    sens = vertex_sensitivity(log2_lr, fit)
+    if sens is None:
         return float("nan")
-    jac = jacobian(x, fit.params[:1])[0]
-    w = fit.weights[0][:, None]
+    w = fit.weights[0]
     var = np.ones_like(w) if point_var is None else \
-        np.where(w > 0, np.nan_to_num(np.asarray(point_var, float))[:, None], 0.0)
-    h = (jac * w).T @ jac
-    try:
-        h_inv = np.linalg.inv(h)
-    except np.linalg.LinAlgError:
-        return float("nan")
-    return float((h_inv @ ((jac * w * w * var).T @ jac) @ h_inv)[-1, -1])
+        np.where(w > 0, np.nan_to_num(np.asarray(point_var, float)), 0.0)
+    return float((sens * sens * var).sum())
 
 
 def residual_variance(log2_lr: np.ndarray, loss: np.ndarray, fit: OptimumFit

@@ -110,6 +110,7 @@ class Weighed:
 
     seed_var: np.ndarray   # (B, L) one seed's shrunk variance at each usable LR
     tau2: np.ndarray       # (B,) the LRs' own effect (pointnoise.lack_of_fit)
+    point_var: np.ndarray  # (B, L) each LR's mean's variance, seeds' and tau2: what `fits` weighs
     first: OptimumFit      # weighed by the seeds' noise alone: tau2 is read from its residuals
     fits: OptimumFit       # weighed by the seeds' noise and tau2: lr*
 
@@ -132,8 +133,9 @@ def weigh(groups: list[tuple[tuple, SeedLrArrays]], stats: list[CellStats], curv
     # each LR's own effect, common to its seeds (pointnoise.lack_of_fit), joins its variance
     tau2 = np.array([lack_of_fit(log2_lr, curves[i], mean_var[i], first.row(i))
                      for i in range(len(groups))])
-    fits = fit_optimum(log2_lr, curves, window, point_var=mean_var + tau2[:, None])
-    return Weighed(seed_var, tau2, first, fits)
+    point_var = mean_var + tau2[:, None]
+    fits = fit_optimum(log2_lr, curves, window, point_var=point_var)
+    return Weighed(seed_var, tau2, point_var, first, fits)
 
 
 def weigh_locally(groups: list[tuple[tuple, SeedLrArrays]], stats: list[CellStats],
@@ -176,14 +178,11 @@ def optima_of(groups: list[tuple[tuple, SeedLrArrays]], window: float) -> list[G
     """lr* and the spread of groups that share their LRs, fitted in one call."""
     stats = [cell_stats(arr, all_seeds(arr)) for _, arr in groups]
     curves = np.vstack([st.usable_loss[0] for st in stats])
-    n_loss = np.vstack([st.n_loss[0] for st in stats])
     log2_lr = groups[0][1].log2_lr
     window = grid_window(log2_lr, curves, window)
     w = weigh_locally(groups, stats, curves, window)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        point_var = w.seed_var / n_loss + w.tau2[:, None]
     left_out = leave_one_out(groups, window, w.seed_var, w.tau2)
-    shifts = one_lr_shifts(log2_lr, curves, point_var, w.fits, window)
+    shifts = one_lr_shifts(log2_lr, curves, w.point_var, w.fits, window)
     out = []
     for i, ((key, arr), st) in enumerate(zip(groups, stats)):
         fit = w.fits.row(i)

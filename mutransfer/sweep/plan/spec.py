@@ -159,8 +159,8 @@ class Search(StrictModel):
         "transfer: at each width above the smallest (which walks, with every seed), beyond its "
         "first LRs (its window) run one seed at each LR and its other seeds only where their "
         "absence could move the width's fitted lr* by more than this many octaves (the fit's "
-        "sensitivity to that LR times the "
-        "standard error the missing seeds leave in its mean). None: every seed at every LR"))
+        "sensitivity to that LR times the standard error the missing seeds leave in its "
+        "mean). None: every seed at every LR"))
     stop: Stop | None = Field(None, description=(
         "grid, transfer: stop trials early that cannot matter to lr* (off unless given: "
         "benchmarks/README.md measures what it saves and how far it moves lr*)"))

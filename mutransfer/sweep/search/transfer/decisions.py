@@ -26,10 +26,9 @@ where the answer is still uncertain and nowhere else:
   sets the radius (2.5: every LR the analysis's window can weigh, lr* exactly the grid's);
 - seeds are a second axis of cost (`seed_tolerance`): the smallest width's walk runs every
   seed; a wider width's first LRs (its window) run every seed, which measures the seeds'
-  scatter, and every other LR runs one seed, and
-  its others only where their absence could move the width's fitted lr* by more than the
-  tolerance (influence_levels). An LR of fewer seeds is read at its seed-adjusted mean, as the
-  analysis reads it (analysis/cells.py);
+  scatter, and every other LR runs one seed, and its others only where their absence could
+  move the width's fitted lr* by more than the tolerance (influence_levels). An LR of fewer
+  seeds is read at its seed-adjusted mean, as the analysis reads it (analysis/cells.py);
 - with `probe_stability`, each settled width also runs upward from its best LR one step at a
   time until an LR diverges (or the grid ends), so the stability boundary is located. Its LRs
   lie above the fit's support (every LR inside it has run already): they barely move a fit.
@@ -54,8 +53,9 @@ from mutransfer.analysis.fit import (  # the analysis's own estimator (downward)
     MIN_SIDE,
     fit_optimum,
     grid_window,
-    jacobian,
+    vertex_sensitivity,
 )
+from mutransfer.analysis.pointnoise import seed_scatter  # downward
 from mutransfer.analysis.slopes import ols
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.sweep.plan.cells import Cell
@@ -154,20 +154,19 @@ def lr_stats(fam: Family, width: int, results: Mapping[str, Outcome]) -> LRStats
 
 def seed_adjusted(ran: np.ndarray, div: np.ndarray, loss: np.ndarray
                   ) -> tuple[np.ndarray, float]:
-    """(L,) each LR's seed-adjusted mean loss from (S, L) arrays of one width, as the analysis
-    computes it (analysis/cells.py: with every seed at every LR it is the plain mean), and the
-    pooled variance of one seed's adjusted loss about it (NaN without an LR of two seeds)."""
+    """(L,) each LR's seed-adjusted mean loss from (S, L) arrays of one width, and the pooled
+    variance of one seed's adjusted loss about it (NaN without an LR of two seeds), both as the
+    analysis computes them (analysis/cells.py, pointnoise.seed_scatter: with every seed at every
+    LR the mean is the plain mean)."""
     trained = (ran > 0) & (div == 0) & np.isfinite(loss)
     got = np.where(trained, loss, 0.0)
     arr = SeedLrArrays(np.arange(len(ran)), np.ones(ran.shape[1]), ran, div,
                        trained.astype(float), got, got * got)
     cs = cell_stats(arr, all_seeds(arr))
-    mean = cs.mean_loss[0]
-    resid = np.where(trained, loss - cs.offsets[0][:, None] - mean[None, :], np.nan)
-    n = trained.sum(axis=0)
-    dof = float(np.maximum(n - 1, 0)[n > 1].sum())
-    ss = float(np.nansum(resid[:, n > 1] ** 2))
-    return mean, ss / dof if dof > 0 else math.nan
+    s2, df = seed_scatter(arr, cs)
+    has = df > 0
+    scatter = float((df[has] * s2[has]).sum() / df[has].sum()) if has.any() else math.nan
+    return cs.mean_loss[0], scatter
 
 
 @dataclass(frozen=True)
@@ -405,10 +404,9 @@ def plan_width(fam: Family, width: int, results: Mapping[str, Outcome], options:
 def influence_levels(stats: LRStats, log2_lrs: np.ndarray, first: set[int],
                      tolerance: float) -> np.ndarray:
     """Seeds a width runs at each LR with `seed_tolerance`: every seed at its first LRs (the
-    window: the seeds' scatter is measured there), EDGE_SEEDS elsewhere
-    until the seeds it lacks could move the fitted optimum by more than `tolerance` octaves:
-    |dv/dy_j| times the standard error the missing seeds leave in its mean (the pooled seed
-    scatter)."""
+    window: the seeds' scatter is measured there), EDGE_SEEDS elsewhere until the seeds it
+    lacks could move the fitted optimum by more than `tolerance` octaves: |dv/dy_j| times the
+    standard error the missing seeds leave in its mean (the pooled seed scatter)."""
     full = stats.n_seeds.copy()
     levels = np.minimum(full, EDGE_SEEDS)
     levels[sorted(first)] = full[sorted(first)]
@@ -424,21 +422,13 @@ def influence_levels(stats: LRStats, log2_lrs: np.ndarray, first: set[int],
 
 
 def vertex_leverage(stats: LRStats, log2_lrs: np.ndarray) -> np.ndarray | None:
-    """(L,) |dv/dy_j|: how far the fitted optimum moves per unit of LR j's mean loss (one
-    Gauss-Newton step of the weighted parabola, as analysis/fit.py's seed_deviations); None
-    where the fit has no vertex. Small next to the vertex and where the window weighs little,
-    largest about an octave out."""
+    """(L,) |dv/dy_j|: how far the fitted optimum moves per unit of LR j's mean loss (the
+    analysis's fit.vertex_sensitivity); None where the fit has no vertex. Small next to the
+    vertex and where the window weighs little, largest about an octave out."""
     curve = np.where(stats.usable, stats.loss, np.nan)[None, :]
     fit = fit_optimum(log2_lrs, curve, grid_window(log2_lrs, curve, FIT_WINDOW))
-    if not fit.fitted[0]:
-        return None
-    jac = jacobian(log2_lrs, fit.params[:1])[0]
-    jw = jac * fit.weights[0][:, None]
-    try:
-        h_inv = np.linalg.inv(jw.T @ jac)
-    except np.linalg.LinAlgError:
-        return None
-    return np.abs((h_inv @ jw.T)[-1])
+    sens = vertex_sensitivity(log2_lrs, fit)
+    return None if sens is None else np.abs(sens)
 
 
 def plan_family(fam: Family, results: Mapping[str, Outcome], options: Search) -> list[WidthPlan]:
