@@ -16,17 +16,32 @@ one-octave sub-grids (whole, cut by an octave either side; as benchmarks/real_cu
 8 seeds) for the parabola and fixed-k linexes, on the curve itself and on its smooth part (a
 degree-6 polynomial through it): the smooth part's spread is what the shape alone causes.
 
+With --search GRID_STORE[:SWEEP.yaml][@SEEDS] ... (search_targets.py's stores): per (family,
+width), the parabola's optimum from the search's LRs (benchmarks/search_replay.py, the default
+transfer search) minus that from every grid LR within 3.5 octaves, on the grid's seed-mean
+curve and on its smooth part (a quartic through those LRs): is the search's gap the shape?
+And the analysis's own lr* (real_curves.py's estimator) on the search's LRs with every seed
+and on the search's trials, minus the grid's: the gap of its LR set and of its seeds.
+
     python benchmarks/curve_shape.py STORES/real_B STORES/real_C [--windows 1.5 2.5 3.5]
+    python benchmarks/curve_shape.py --search STORES/grid_search_cpu STORES/real_B:B.yaml@0,1
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from mutransfer.results.store import Store
+sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
+
+from real_curves import ESTIMATORS  # noqa: E402
+from search_replay import replay, store_spec  # noqa: E402
+
+from mutransfer.results.store import Store  # noqa: E402
 
 SHAPES = {
     "k": (lambda t, k: t * t if k == 0 else 2 * (np.expm1(k * t) - k * t) / k**2,
@@ -44,15 +59,12 @@ def tricube(u: np.ndarray) -> np.ndarray:
 
 
 def curves(path: str):
-    """(param, width, log2 LRs, seed-mean curve, its variance) of every cell of one store."""
+    """(param, width, log2 LRs, seed-mean curve, its precision) of every cell of one store."""
     t = Store(path).tables().trials
     t = t[(t["status"].astype(str) == "complete") & ~t["diverged"].astype(bool)]
     for (par, width), g in t.groupby(["parameterization", "width"]):
-        piv = g.pivot_table(index="lr", columns="seed", values="final_eval_loss").dropna()
-        y = piv.to_numpy()
-        y = y - (y - y.mean(1, keepdims=True)).mean(0, keepdims=True)  # seed offsets
-        var = y.var(1, ddof=1) / y.shape[1]
-        yield par, int(width), np.log2(piv.index.to_numpy(float)), y.mean(1), var
+        x, y, prec = mean_curve(g)
+        yield par, int(width), x, y, prec
 
 
 def fit(x, y, prec, window, shape, s, iterations=30) -> tuple[float, float]:
@@ -64,9 +76,10 @@ def fit(x, y, prec, window, shape, s, iterations=30) -> tuple[float, float]:
         g = shape(x[None, :] - vs[:, None], s)
         sw, s1, s2 = w.sum(), (w * g).sum(1), (w * g * g).sum(1)
         ty, tg = (w * y).sum(), (w * g * y).sum(1)
-        a = (sw * tg - s1 * ty) / (sw * s2 - s1 * s1)
-        c = (ty - a * s1) / sw
-        r = np.where(a > 0, (w * (y - c[:, None] - a[:, None] * g) ** 2).sum(1), np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):  # degenerate windows: rss inf
+            a = (sw * tg - s1 * ty) / (sw * s2 - s1 * s1)
+            c = (ty - a * s1) / sw
+            r = np.where(a > 0, (w * (y - c[:, None] - a[:, None] * g) ** 2).sum(1), np.inf)
         new = vs[np.argmin(r)]
         rss = float(r.min())
         if abs(new - v) < V_STEP:
@@ -103,20 +116,79 @@ def spreads(x, y, prec, k) -> dict:
     return out
 
 
+def mean_curve(trials: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log2 LRs, seed-mean curve (seed offsets removed) and its precision, of one cell."""
+    piv = trials.pivot_table(index="lr", columns="seed", values="final_eval_loss").dropna()
+    y = piv.to_numpy()
+    y = y - (y - y.mean(1, keepdims=True)).mean(0, keepdims=True)
+    var = y.var(1, ddof=1) / y.shape[1]
+    return np.log2(piv.index.to_numpy(float)), y.mean(1), 1 / np.maximum(var, np.median(var))
+
+
+def search_gaps(spec: str) -> pd.DataFrame:
+    """Per (family, width): the search's LRs' parabola optimum minus the grid's, real and smooth."""
+    store, doc, seeds = store_spec(spec)
+    grid = pd.DataFrame(replay(store, "grid", {"kind": "grid"}, seeds=seeds, doc=doc,
+                               analysis=False).rows)
+    ran = pd.DataFrame(replay(store, "search", {"kind": "transfer"}, seeds=seeds, doc=doc,
+                              analysis=False).rows)
+    analysed = {}
+    keys = list(zip(grid["parameterization"], grid["width"], grid["lr"]))
+    ran_lrs = set(zip(ran["parameterization"], ran["width"], ran["lr"]))
+    ran_ids = set(ran["trial_id"].astype(str))
+    for name, t in (("grid", grid), ("LRs", grid[[k in ran_lrs for k in keys]]),
+                    ("trials", grid[grid["trial_id"].astype(str).isin(ran_ids)])):
+        opt, _ = ESTIMATORS["new"](t)
+        analysed[name] = dict(zip(zip(opt["parameterization"], opt["width"]), opt["log2_opt"]))
+    grid = grid[~grid["diverged"].astype(bool)]
+    parabola = SHAPES["k"][0]
+    out = []
+    for (par, width), g in grid.groupby(["parameterization", "width"]):
+        x, y, prec = mean_curve(g)
+        v, _ = fit(x, y, prec, 2.5, parabola, 0.0)
+        near = np.abs(x - v) <= 3.5
+        x, y, prec = x[near], y[near], prec[near]
+        mine = ran[(ran["parameterization"] == par) & (ran["width"] == width)]
+        searched = np.isin(np.round(x, 6), np.round(np.log2(mine["lr"].astype(float)), 6))
+        deg = min(4, len(x) - 2)  # an edge cell may hold only a few LRs
+        smooth = np.polyval(np.polyfit(x - v, y, deg, w=np.sqrt(prec)), x - v)
+        row = {"store": Path(str(store)).name, "cell": f"{par}/{width}", "grid LRs": len(x),
+               "search LRs": int(searched.sum()),
+               "search span": f"{x[searched].min() - v:+.2f}..{x[searched].max() - v:+.2f}"}
+        for curve, yy in (("real", y), ("smooth", smooth)):
+            whole, _ = fit(x, yy, prec, 2.5, parabola, 0.0)
+            part, _ = fit(x[searched], yy[searched], prec[searched], 2.5, parabola, 0.0)
+            row[f"gap {curve}"] = round(part - whole, 3)
+        for name in ("LRs", "trials"):
+            row[f"analysis: {name}"] = round(analysed[name][(par, width)]
+                                             - analysed["grid"][(par, width)], 3)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stores", nargs="+")
+    ap.add_argument("stores", nargs="*")
+    ap.add_argument("--search", nargs="+", default=[], metavar="GRID_STORE")
     ap.add_argument("--windows", type=float, nargs="+", default=[1.5, 2.5, 3.5])
     ap.add_argument("--k", type=float, nargs="+", default=[0.0, -0.3, 0.3],
                     help="fixed asymmetries whose offset spread is measured (0: parabola)")
     ap.add_argument("--no-spread", action="store_true")
     args = ap.parse_args()
     pd.set_option("display.width", 220, "display.max_columns", 40)
+    if args.search:
+        gaps = pd.concat([search_gaps(spec) for spec in args.search], ignore_index=True)
+        print("the search's lr* minus the grid's, the same parabola on the search's LRs and on "
+              "every grid LR (octaves):")
+        print(gaps.to_string(index=False))
+        cols = ["gap real", "gap smooth", "analysis: LRs", "analysis: trials"]
+        print(gaps.groupby("store")[cols].agg(lambda s: s.abs().max())
+              .rename(columns=lambda c: f"max |{c}|").round(3).to_string())
+        return
     shapes, spread = [], []
     for path in args.stores:
         store = path.rstrip("/").split("/")[-1]
-        for par, width, x, y, var in curves(path):
-            prec = 1 / np.maximum(var, np.median(var))
+        for par, width, x, y, prec in curves(path):
             row = {"store": store, "param": par, "width": width, "n_lr": len(x)}
             for window in args.windows:
                 for name in SHAPES:
