@@ -4,7 +4,7 @@ issues 27 and 29 item 3 (can lr* be read locally, so that a search running part 
 reproduces the grid's lr*, without losing its grid-placement stability on real curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--narrow STEPS MIN] \
-        SCRIPT.py [SCRIPT's arguments...]
+        [--linex K] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -17,8 +17,13 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
   --flat      every LR weighs alike in lr*'s fit (its interval keeps the noise model).
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
+  --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
+              fixed (three parameters, as the parabola), not the parabola: the fixed-shape
+              test of issue 27 (K > 0 rises faster above lr* than below). The fit, the seeds'
+              deviations, the vertex's sensitivity, the model variance and the noise model's
+              residuals all use it.
 Without a flag the script runs as the analysis does. The figures of the comparison are in
-benchmarks/README.md "A local lr* estimator".
+benchmarks/README.md "A local lr* estimator" and "lr* on real curves" (the fixed shape).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 
 import mutransfer.analysis.fit as fit
 import mutransfer.analysis.optimum as optimum
+import mutransfer.analysis.pointnoise as pointnoise
 import mutransfer.sweep.search.transfer.decisions as decisions
 from mutransfer.analysis.cells import all_seeds, cell_stats
 
@@ -87,11 +93,64 @@ def narrow(steps: float, least: float) -> None:
     decisions.grid_window = grid_window
 
 
+GN_STEPS = 12  # Gauss-Newton steps of the linex fit from the parabola's closed form
+
+
+def linex(k: float) -> None:
+    """lr*'s curve: the linex of fixed asymmetry k, wherever the analysis fits one. Its fit
+    starts from the parabola's closed form and takes Gauss-Newton steps (each the best of a
+    full, half or quarter step, or none); the window's fixed point is fit.fit_optimum's."""
+
+    def shape(t):
+        return 2.0 * (np.expm1(k * t) - k * t) / (k * k)
+
+    def model(x, params):
+        c, a, v = (params[:, i:i + 1] for i in range(3))
+        return c + a * shape(x[None, :] - v)
+
+    def jacobian(x, params):
+        a, v = params[:, 1:2], params[:, 2:3]
+        t = x[None, :] - v
+        return np.stack([np.ones_like(t), shape(t), -a * 2.0 * np.expm1(k * t) / k], axis=-1)
+
+    parabola = fit.weighted_parabola
+
+    def wrss(x, y, w, params):
+        r = np.where(w > 0, np.nan_to_num(y) - model(x, params), 0.0)
+        return (w * r * r).sum(axis=1)
+
+    def weighted_linex(x, y, w, v0):
+        params = parabola(x, y, w, v0)
+        for _ in range(GN_STEPS):
+            ok = np.isfinite(params).all(axis=1)
+            p = np.where(ok[:, None], params, 0.0)
+            jac = jacobian(x, p)
+            jw = jac * w[..., None]
+            r = np.where(w > 0, np.nan_to_num(y) - model(x, p), 0.0)
+            h = np.einsum("blp,blq->bpq", jw, jac)
+            g = np.einsum("blp,bl->bp", jw, r)
+            bad = ~(np.isfinite(h).all(axis=(1, 2)) & np.isfinite(g).all(axis=1))
+            h, g = np.where(bad[:, None, None], np.eye(3), h), np.where(bad[:, None], 0.0, g)
+            step = np.nan_to_num(np.einsum("bpq,bq->bp", np.linalg.pinv(h), g))
+            best, best_rss = p, wrss(x, y, w, p)
+            for f in (1.0, 0.5, 0.25):
+                rss = wrss(x, y, w, p + f * step)
+                better = rss < best_rss
+                best = np.where(better[:, None], p + f * step, best)
+                best_rss = np.where(better, rss, best_rss)
+            params = np.where(ok[:, None], best, params)
+        return params
+
+    fit.model, fit.jacobian, fit.weighted_parabola = model, jacobian, weighted_linex
+    pointnoise.model = model
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every-lr", action="store_true")
     ap.add_argument("--flat", action="store_true")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
+    ap.add_argument("--linex", type=float, metavar="K")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
@@ -99,6 +158,8 @@ def main() -> None:
     rest = sys.argv[split + 1:]
     if args.narrow:
         narrow(*args.narrow)
+    if args.linex:
+        linex(args.linex)
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
     sys.path.insert(0, str(HERE))
