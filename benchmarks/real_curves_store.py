@@ -21,6 +21,7 @@ of A's cost: another shape and another length); C = n_layer 1 at 60 steps, width
 (base 16), dense window +-2.75 octaves so that the one-octave five-point grids hold the
 optimum >= 1 octave inside at every offset. `--window W` widens a shape's dense window
 (B was made at 1.5; rerun with 2.5 to add LRs at both ends: the trials it holds are kept).
+The held-out store D of benchmarks/README.md is shape A made with `--window 2.75`.
 """
 
 from __future__ import annotations
