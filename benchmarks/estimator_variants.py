@@ -1,9 +1,11 @@
 """Run a benchmark under a variant of the lr* estimator: the noise model read from every LR
-(main's estimator before it became local), equal weights, a narrower window. The comparison of
+(main's estimator before it became local), equal weights, misfit-aware (Huber) weights, a
+misfit floor on each LR's variance, a narrower window. The comparison of
 issues 27 and 29 item 3 (can lr* be read locally, so that a search running part of the grid
 reproduces the grid's lr*, without losing its grid-placement stability on real curves?).
 
-    python benchmarks/estimator_variants.py [--every-lr] [--flat] [--narrow STEPS MIN] \
+    python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
+        [--narrow STEPS MIN] \
         SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
