@@ -1,10 +1,11 @@
 """Run a benchmark under a variant of the lr* estimator: the noise model read from every LR
-(main's estimator before it became local), equal weights, a narrower window. The comparison of
-issues 27 and 29 item 3 (can lr* be read locally, so that a search running part of the grid
+(main's estimator before it became local), equal weights, misfit-aware (Huber) weights, a
+misfit floor on each LR's variance, a narrower window, a curve of fixed asymmetry. The
+comparison of issues 27 and 29 item 3 (can lr* be read locally, so that a search running part of the grid
 reproduces the grid's lr*, without losing its grid-placement stability on real curves?).
 
-    python benchmarks/estimator_variants.py [--every-lr] [--flat] [--narrow STEPS MIN] \
-        [--linex K] SCRIPT.py [SCRIPT's arguments...]
+    python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
+        [--narrow STEPS MIN] [--linex K] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -15,6 +16,14 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
               stops changing, optimum.weigh_locally: what this script's former `--local
               --offsets` did; those two flags are gone, their variant is the default).
   --flat      every LR weighs alike in lr*'s fit (its interval keeps the noise model).
+  --robust C  misfit-aware weights: inside fit_optimum's fixed point each LR's weight is also
+              multiplied by a Huber factor min(1, C / |z|), z its residual from the fitted
+              parabola over its noise sd (1 / sqrt(precision)), so an LR far off the parabola
+              (the blow-up 1-2 octaves above lr*) pulls on lr* with a bounded force (IRLS);
+              the fit's weights, and so vertex_sensitivity / model_variance, carry the factor.
+  --floor SD  a model-misfit floor: SD^2 nats^2 added to every LR's variance in lr*'s fit, so
+              no LR's weight exceeds 1 / SD^2 however small its seeds' scatter (the parabola
+              does not hold to better than the curve's LR-to-LR roughness anyway).
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
   --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
@@ -79,6 +88,38 @@ def variant_optima_of(every_lr: bool, flat: bool):
         return out
 
     return optima_of
+
+
+ROBUST_ROUNDS = 12  # reweighting rounds; the factors settle in a handful on stores B and C
+
+
+def robust_fit_optimum(c: float | None, floor: float = 0.0):
+    """fit.fit_optimum with Huber factors min(1, c / |z|) on the standardized residuals z
+    (residual from the fitted parabola times sqrt of the point's precision): iteratively
+    reweighted least squares, each round a full window fixed point with every point's variance
+    divided by its factor, so the final fit's weights (and vertex_sensitivity, model_variance
+    through them) carry the factors."""
+    base = fit.fit_optimum
+
+    def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
+        x = np.asarray(log2_lr, dtype=float)
+        y = np.asarray(loss, dtype=float)
+        pv = np.ones(y.shape) if point_var is None else \
+            np.broadcast_to(np.asarray(point_var, dtype=float), y.shape) + floor**2
+        factor = np.ones(y.shape)
+        out = base(x, y, window, point_var=pv)
+        for _ in range(ROBUST_ROUNDS if c else 0):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                z = (y - fit.model(x, np.nan_to_num(out.params))) / np.sqrt(pv)
+                new = np.where(out.fitted[:, None] & np.isfinite(z),
+                               np.minimum(1.0, c / np.abs(z)), factor)
+            if np.abs(new - factor).max(initial=0.0) < 1e-4:
+                break
+            factor = new
+            out = base(x, y, window, point_var=pv / factor)
+        return out
+
+    return fit_optimum
 
 
 def narrow(steps: float, least: float) -> None:
@@ -149,6 +190,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every-lr", action="store_true")
     ap.add_argument("--flat", action="store_true")
+    ap.add_argument("--robust", type=float, metavar="C")
+    ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
@@ -160,6 +203,9 @@ def main() -> None:
         narrow(*args.narrow)
     if args.linex:
         linex(args.linex)
+    if args.robust or args.floor:
+        robust = robust_fit_optimum(args.robust, args.floor or 0.0)
+        fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
     sys.path.insert(0, str(HERE))
