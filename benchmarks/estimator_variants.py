@@ -1,8 +1,9 @@
 """Run a benchmark under a variant of the lr* estimator: the noise model read from every LR
 (main's estimator before it became local), equal weights, misfit-aware (Huber) weights, a
 misfit floor on each LR's variance, a narrower window, a curve of fixed asymmetry. The
-comparison of issues 27 and 29 item 3 (can lr* be read locally, so that a search running part of the grid
-reproduces the grid's lr*, without losing its grid-placement stability on real curves?).
+comparison of issues 27 and 29 item 3 (can lr* be read locally, so that a search running part
+of the grid reproduces the grid's lr*, without losing its grid-placement stability on real
+curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
         [--narrow STEPS MIN] [--linex K] SCRIPT.py [SCRIPT's arguments...]
