@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 from real_curves import ESTIMATORS  # noqa: E402
 from search_replay import replay, store_spec  # noqa: E402
 
+from mutransfer.analysis.fit import tricube  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 SHAPES = {
@@ -51,11 +52,6 @@ SHAPES = {
     "p": (lambda t, p: np.abs(t) ** p, np.round(np.arange(1.0, 3.01, 0.1), 2)),
 }
 V_STEP = 0.005  # octaves: the optimum's grid
-
-
-def tricube(u: np.ndarray) -> np.ndarray:
-    u = np.minimum(np.abs(u), 1.0)
-    return (1 - u**3) ** 3
 
 
 def curves(path: str):
