@@ -6,7 +6,7 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--narrow STEPS MIN] [--linex K] SCRIPT.py [SCRIPT's arguments...]
+        [--narrow STEPS MIN] [--linex K] [--level] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -25,6 +25,9 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
   --floor SD  a model-misfit floor: SD^2 nats^2 added to every LR's variance in lr*'s fit, so
               no LR's weight exceeds 1 / SD^2 however small its seeds' scatter (the parabola
               does not hold to better than the curve's LR-to-LR roughness anyway).
+  --level     the noise model's smooth part is one level over the window's LRs, not a line
+              in distance on each side (a blow-up LR entering the window steepens the slopes
+              and so lowers the model at the optimum, raising its LRs' weights 9-90x).
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
   --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
@@ -195,6 +198,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
+    ap.add_argument("--level", action="store_true")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
@@ -207,6 +211,8 @@ def main() -> None:
     if args.robust or args.floor:
         robust = robust_fit_optimum(args.robust, args.floor or 0.0)
         fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
+    if args.level:  # the noise model a level alone: no slopes for a blow-up LR to steepen
+        pointnoise.MIN_MODEL_LRS = sys.maxsize
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
     sys.path.insert(0, str(HERE))
