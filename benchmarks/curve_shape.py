@@ -38,10 +38,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
-from real_curves import ESTIMATORS  # noqa: E402
+from real_curves import CUT, ESTIMATORS, INSIDE, SPACINGS  # noqa: E402
 from search_replay import replay, store_spec  # noqa: E402
 
-from mutransfer.analysis.fit import tricube  # noqa: E402
+from mutransfer.analysis.fit import WINDOW_STEPS, tricube  # noqa: E402
+from mutransfer.analysis_defaults import FIT_WINDOW  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 SHAPES = {
@@ -92,20 +93,22 @@ def best_shape(x, y, prec, window, name) -> tuple[float, float]:
 
 
 def spreads(x, y, prec, k) -> dict:
-    """Mean offset spread of the k-linex optimum over the sub-grids of real_curves.py (the
-    window: five grid steps, at least 2.5 octaves, as fit.grid_window)."""
+    """Mean offset spread of the k-linex optimum over the sub-grids of real_curves.py (its
+    spacings, cut windows and INSIDE rule; the window as fit.grid_window's)."""
     shape = SHAPES["k"][0]
     q = np.round(x * 4).astype(int)
-    dense, _ = fit(x, y, prec, 2.5, shape, k)
+    cut = int(CUT * 4)
+    dense, _ = fit(x, y, prec, FIT_WINDOW, shape, k)
     out = {}
-    for spacing, step in (("half", 2), ("octave", 4)):
+    for spacing, step in SPACINGS.items():
         found = []
-        for keep in (q == q, q >= q.min() + 4, q <= q.max() - 4):
+        for keep in (q == q, q >= q.min() + cut, q <= q.max() - cut):
             vs, inside = [], True
             for off in range(step):
                 m = keep & (np.mod(q - off, step) == 0)
-                inside &= bool(dense - x[m].min() >= 1 and x[m].max() - dense >= 1)
-                vs.append(fit(x[m], y[m], prec[m], max(2.5, 5 * step / 4), shape, k)[0])
+                inside &= bool(dense - x[m].min() >= INSIDE and x[m].max() - dense >= INSIDE)
+                window = max(FIT_WINDOW, WINDOW_STEPS * step / 4)
+                vs.append(fit(x[m], y[m], prec[m], window, shape, k)[0])
             if inside:
                 found.append(max(vs) - min(vs))
         out[spacing] = float(np.mean(found)) if found else np.nan
@@ -141,7 +144,7 @@ def search_gaps(spec: str) -> pd.DataFrame:
     out = []
     for (par, width), g in grid.groupby(["parameterization", "width"]):
         x, y, prec = mean_curve(g)
-        v, _ = fit(x, y, prec, 2.5, parabola, 0.0)
+        v, _ = fit(x, y, prec, FIT_WINDOW, parabola, 0.0)
         near = np.abs(x - v) <= 3.5
         x, y, prec = x[near], y[near], prec[near]
         mine = ran[(ran["parameterization"] == par) & (ran["width"] == width)]
@@ -152,8 +155,8 @@ def search_gaps(spec: str) -> pd.DataFrame:
                "search LRs": int(searched.sum()),
                "search span": f"{x[searched].min() - v:+.2f}..{x[searched].max() - v:+.2f}"}
         for curve, yy in (("real", y), ("smooth", smooth)):
-            whole, _ = fit(x, yy, prec, 2.5, parabola, 0.0)
-            part, _ = fit(x[searched], yy[searched], prec[searched], 2.5, parabola, 0.0)
+            whole, _ = fit(x, yy, prec, FIT_WINDOW, parabola, 0.0)
+            part, _ = fit(x[searched], yy[searched], prec[searched], FIT_WINDOW, parabola, 0.0)
             row[f"gap {curve}"] = round(part - whole, 3)
         for name in ("LRs", "trials"):
             row[f"analysis: {name}"] = round(analysed[name][(par, width)]

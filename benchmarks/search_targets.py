@@ -61,6 +61,22 @@ def flops(rows: pd.DataFrame) -> float:
     return float((6.0 * pd.to_numeric(rows["params"]) * pd.to_numeric(rows["tokens"])).sum())
 
 
+def shares(g: pd.DataFrame, df: pd.DataFrame) -> dict[str, float]:
+    """What the trials `df` cost as shares of the grid's `g`: trial-seconds as stored, the same
+    at each width's median grid trial (a stopped trial priced at the share of its tokens it
+    ran), trial-tokens and FLOPs."""
+    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
+    g_tokens = dict(zip(g["trial_id"].astype(str), pd.to_numeric(g["tokens"])))
+    ran_share = pd.to_numeric(df["tokens"]) / df["trial_id"].astype(str).map(g_tokens)
+    return {"trial-s": float(pd.to_numeric(df["wall_time_s"]).sum()
+                             / pd.to_numeric(g["wall_time_s"]).sum()),
+            "trial-s med": float((df["width"].map(median) * ran_share).sum()
+                                 / g["width"].map(median).sum()),
+            "trial-tokens": float(pd.to_numeric(df["tokens"]).sum()
+                                  / pd.to_numeric(g["tokens"]).sum()),
+            "FLOPs": flops(df) / flops(g)}
+
+
 def gaps(grid: Replayed, run: Replayed) -> pd.DataFrame:
     """Per (family, width): the grid's log2 lr* [interval], the variant's, the gap, inside?"""
     ga = grid.analysis
@@ -94,31 +110,22 @@ def one_store(spec: str) -> pd.DataFrame:
     if grid.analysis is None:
         sys.exit(f"{spec}: the grid's analysis failed: {grid.note}")
     g = pd.DataFrame(grid.rows)
-    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
-    g_med = float(g["width"].map(median).sum())
-    g_sec, g_tok, g_flop = (float(pd.to_numeric(g["wall_time_s"]).sum()),
-                            float(pd.to_numeric(g["tokens"]).sum()), flops(g))
-    print(f"\n=== {spec}: grid {len(g)} trials, {g_sec:,.0f} trial-s, {g_tok:,.0f} "
-          f"trial-tokens, {g_flop:.3g} FLOPs ===")
+    print(f"\n=== {spec}: grid {len(g)} trials, "
+          f"{float(pd.to_numeric(g['wall_time_s']).sum()):,.0f} trial-s, "
+          f"{float(pd.to_numeric(g['tokens']).sum()):,.0f} trial-tokens, {flops(g):.3g} FLOPs ===")
     rows = []
-    g_tokens = dict(zip(g["trial_id"].astype(str), pd.to_numeric(g["tokens"])))
     for name, search, stop in VARIANTS:
         r = replay(store, name, search, stop=stop, seeds=seeds, doc=doc)
         df = pd.DataFrame(r.rows)
-        # a stopped trial is priced at the share of its tokens it ran
-        ran_share = pd.to_numeric(df["tokens"]) / df["trial_id"].astype(str).map(g_tokens)
-        med = float((df["width"].map(median) * ran_share).sum()) / g_med
-        sec = float(pd.to_numeric(df["wall_time_s"]).sum()) / g_sec
+        cost = shares(g, df)
+        sec = cost["trial-s"]
         tab = gaps(grid, r)
         worst = float(np.nanmax(np.abs(tab["gap"]))) if tab["gap"].notna().any() else math.inf
         if tab["gap"].isna().any():
             worst = math.inf
         met = sec <= SECONDS_TARGET and worst <= GAP_TARGET and bool(tab["inside"].all())
         rows.append({"variant": name, "trials": len(df),
-                     "trial-s": f"{100 * sec:.1f}%",
-                     "trial-s med": f"{100 * med:.1f}%",
-                     "trial-tokens": f"{100 * pd.to_numeric(df['tokens']).sum() / g_tok:.1f}%",
-                     "FLOPs": f"{100 * flops(df) / g_flop:.1f}%",
+                     **{k: f"{100 * v:.1f}%" for k, v in cost.items()},
                      "max |gap|": f"{worst:.2f}",
                      "inside": f"{int(tab['inside'].sum())}/{len(tab)}",
                      "target": "met" if met else "MISSED"})
@@ -147,19 +154,16 @@ def real_run(spec: str, real_store: Path) -> None:
                default=math.nan)
     g = pd.DataFrame(grid.rows)
     df = pd.DataFrame(run.rows)
-    median = pd.to_numeric(g["wall_time_s"]).groupby(g["width"]).median()
+    cost = shares(g, df)
     tab = gaps(grid, run)
     print(f"\n=== real run {real_store} against {spec} ===")
     print(f"trials: real {len(theirs)}, replayed {len(mine)}; only real {len(set(theirs) - both)}, "
           f"only replayed {len(set(mine) - both)}; max |loss difference| {diff:.3g}")
     print(tab.assign(gap=tab["gap"].map(lambda v: f"{v:+.2f}")).to_string(index=False))
-    sec = float(pd.to_numeric(df["wall_time_s"]).sum())
-    print(f"real: {len(df)} trials, {sec:,.0f} trial-s "
-          f"({100 * sec / pd.to_numeric(g['wall_time_s']).sum():.1f}%"
-          f" of the grid's, measured at another load), trial-s med "
-          f"{100 * df['width'].map(median).sum() / g['width'].map(median).sum():.1f}%, tokens "
-          f"{100 * pd.to_numeric(df['tokens']).sum() / pd.to_numeric(g['tokens']).sum():.1f}%, "
-          f"FLOPs {100 * flops(df) / flops(g):.1f}%, max |gap| "
+    print(f"real: {len(df)} trials, {float(pd.to_numeric(df['wall_time_s']).sum()):,.0f} "
+          f"trial-s ({100 * cost['trial-s']:.1f}% of the grid's, measured at another load), "
+          f"trial-s med {100 * cost['trial-s med']:.1f}%, tokens "
+          f"{100 * cost['trial-tokens']:.1f}%, FLOPs {100 * cost['FLOPs']:.1f}%, max |gap| "
           f"{np.nanmax(np.abs(tab['gap'])):.2f}, inside {int(tab['inside'].sum())}/{len(tab)}")
 
 
