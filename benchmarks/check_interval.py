@@ -3,6 +3,7 @@
     python benchmarks/check_interval.py decompose CHECK_OUT/sweep [...]
     python benchmarks/check_interval.py placement DENSE_STORE [...]
     python benchmarks/check_interval.py seednoise DENSE_STORE [...]
+    python benchmarks/check_interval.py replay CHECK_OUT/sweep@SEEDS [...]
 
 `decompose` reads stored check runs (no new trials) and splits the drift's 95% half-width into
 its parts: per width, the standard error of log2 lr* from the data (the seeds' jackknife pooled
@@ -24,6 +25,10 @@ held. Sub-grids with an optimum on their edge are left out; so are LRs not every
 and one-octave sub-grid of a dense store (and the store's own quarter-octave grid), one seed's sd
 of log2 lr* per width (each seed fitted alone: the spread the seeds' jackknife estimates) and the
 pooled drift's s.e. from the data with every seed, against the LRs each grid runs.
+
+`replay` reads a stored check run's trials of the seeds named (`PATH@10,11`) as `check` reads
+them and prints the drift, its interval and the equivalence verdict at ±0.12; under
+`estimator_variants.py` it gives a variant's verdicts on the same trials.
 """
 
 from __future__ import annotations
@@ -192,12 +197,34 @@ def seednoise(path: str) -> None:
                   f"{r['se_seeds']:.3f} |")
 
 
+TOLERANCE = 0.12  # check.tolerance's default
+
+
+def replay(spec: str) -> None:
+    """The drift and the equivalence verdict `check` would give on a stored run's trials of
+    the seeds named (`PATH@0,1,2,3`; every seed without): no new trials."""
+    path, _, seeds = spec.partition("@")
+    trials = read(path)
+    if seeds:
+        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    lr_opt, drift, _, _ = answers(trials)
+    d = drift.iloc[0]
+    lo, hi = float(d["ci_low"]), float(d["ci_high"])
+    verdict = "PASS" if -TOLERANCE <= lo and hi <= TOLERANCE else \
+        "FAIL" if lo > TOLERANCE or hi < -TOLERANCE else "INCONCLUSIVE"
+    opts = " ".join(f"{v:+.2f}" for v in np.log2(lr_opt.sort_values("width")["lr_opt"]))
+    print(f"{spec}: drift {d['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] (s.e. seeds "
+          f"{d['se_seeds']:.3f}, placement {d['se_placement']:.3f}, df {d['ci_df']}) {verdict}; "
+          f"{len(trials)} trials; log2 lr* by width {opts}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["decompose", "placement", "seednoise"])
+    p.add_argument("what", choices=["decompose", "placement", "seednoise", "replay"])
     p.add_argument("stores", nargs="+")
     a = p.parse_args()
-    run = {"decompose": decompose, "placement": placement, "seednoise": seednoise}[a.what]
+    run = {"decompose": decompose, "placement": placement, "seednoise": seednoise,
+           "replay": replay}[a.what]
     for s in a.stores:
         run(s)
 
