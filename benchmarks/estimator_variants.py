@@ -48,11 +48,15 @@ from pathlib import Path
 
 import numpy as np
 
+import mutransfer.analysis.cells as cells
 import mutransfer.analysis.fit as fit
 import mutransfer.analysis.optimum as optimum
 import mutransfer.analysis.pointnoise as pointnoise
 import mutransfer.sweep.search.transfer.decisions as decisions
-from mutransfer.analysis.cells import all_seeds, cell_stats
+from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
+from mutransfer.analysis.choice import resolve
+from mutransfer.analysis.groups import prepare
+from mutransfer.results.store import Store
 
 HERE = Path(__file__).parent
 
@@ -190,6 +194,234 @@ def linex(k: float) -> None:
     pointnoise.model = model
 
 
+def log_scatter(s2, df):
+    """(ok mask, log s2 at the ok LRs, the chi-square bias term smooth_model adds back)."""
+    ok = (df > 0) & np.isfinite(s2)
+    y = np.log(np.maximum(s2[ok], pointnoise.VAR_FLOOR))
+    bias = float(ok.sum() / df[ok].sum()) if ok.any() else 0.0
+    return ok, y, bias
+
+
+def blowup_model(k: float):
+    """pointnoise.smooth_model fitted without the window's blow-up LRs: those whose scatter
+    exceeds k x the near-optimum level (the df-weighted mean log scatter of the LRs within
+    NEAR octave of the centre, chi-square bias added). They keep their own scatter, shrunk
+    toward the model extrapolated from the others."""
+    base = pointnoise.smooth_model
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        near = ok & (np.abs(x - centre) <= NEAR + 1e-9)
+        if not near.any():
+            return base(x, s2, df, centre)
+        yn = np.log(np.maximum(s2[near], pointnoise.VAR_FLOOR))
+        level = float((df[near] * yn).sum() / df[near].sum()) + bias
+        blown = ok & (np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR)) > level
+                      + np.log(k))
+        return base(x, np.where(blown, np.nan, s2), np.where(blown, 0.0, df), centre)
+
+    return smooth_model
+
+
+NEAR = 1.0  # octaves: the LRs around the argmin whose scatter sets the near-optimum level
+
+
+def core_model(radius: float):
+    """The model flat at the level of the LRs within `radius` octaves of the centre (their
+    df-weighted mean log scatter, chi-square bias added) and rising beyond it, one slope per
+    side fitted to the LRs there alone (through the level at the core's edge; at least two on
+    that side, else flat): an LR far out moves its side's slope only, never the model at the
+    optimum."""
+    base = pointnoise.smooth_model
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        core = ok & (np.abs(x - centre) <= radius + 1e-9)
+        if not core.any():
+            return base(x, s2, df, centre)
+        ly = np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR))
+        level = float((df[core] * ly[core]).sum() / df[core].sum())
+        out = np.full(len(x), level)
+        for side in (centre - x, x - centre):
+            t = np.maximum(side - radius, 0.0)
+            far = ok & (t > 0)
+            if far.sum() >= 2:
+                slope = float((df[far] * t[far] * (ly[far] - level)).sum()
+                              / (df[far] * t[far] ** 2).sum())
+                out = out + slope * t
+        return np.exp(out + bias)
+
+    return smooth_model
+
+
+def bounded_model(top: float):
+    """pointnoise.smooth_model with each slope kept within [-top, top] (natural log of
+    variance per octave): refitted with a slope outside it fixed at the bound."""
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        if not ok.any():
+            return np.full(len(x), np.nan)
+        sides = [np.maximum(centre - x, 0.0), np.maximum(x - centre, 0.0)]
+        free = [ok.sum() >= pointnoise.MIN_MODEL_LRS and (c[ok] > 0).sum() >= 2 for c in sides]
+        fixed = [None, None]
+        w = np.sqrt(df[ok])
+        for _ in range(3):
+            cols = [np.ones(len(x))] + [c for c, f, v in zip(sides, free, fixed)
+                                        if f and v is None]
+            off = sum((v * c for c, v in zip(sides, fixed) if v is not None), np.zeros(len(x)))
+            design = np.stack(cols, axis=1)
+            coef = np.linalg.lstsq(design[ok] * w[:, None], (y - off[ok]) * w, rcond=None)[0]
+            slopes, i = list(fixed), 1
+            for k, (f, v) in enumerate(zip(free, fixed)):
+                if f and v is None:
+                    slopes[k], i = float(coef[i]), i + 1
+            clipped = [v if v is None or not f else float(np.clip(v, -top, top))
+                       for v, f in zip(slopes, free)]
+            new = [c if f and c is not None and c != v else fv
+                   for c, v, f, fv in zip(clipped, slopes, free, fixed)]
+            if new == fixed:
+                break
+            fixed = new
+        return np.exp(design @ coef + off + bias)
+
+    return smooth_model
+
+
+def sides_of(x, centre):
+    """(L, 2) distance below and above `centre`, 0 on the other side."""
+    return np.stack([np.maximum(centre - x, 0.0), np.maximum(x - centre, 0.0)], axis=1)
+
+
+def family_variance(x, scat, usable):
+    """(G, L) shrunk seed variance of the widths of one family from their (s2, df, centre):
+    log s2 ~ each width's level + one slope below and one above shared by the family, least
+    squares weighted by df (a side with fewer than two LRs, or the family with fewer than
+    MIN_MODEL_LRS, gets no slope)."""
+    g = len(scat)
+    ok = [(df > 0) & np.isfinite(s2) for s2, df, _ in scat]
+    if not any(o.any() for o in ok):
+        return np.full((g, len(x)), np.nan)
+    levels = np.vstack([np.outer(o[o], np.eye(g)[i]) for i, o in enumerate(ok)])
+    sides = np.vstack([sides_of(x, c)[o] for (_, _, c), o in zip(scat, ok)])
+    keep = [k for k in range(2) if (sides[:, k] > 0).sum() >= 2
+            and len(sides) >= pointnoise.MIN_MODEL_LRS]
+    design = np.hstack([levels, sides[:, keep]])
+    y = np.concatenate([np.log(np.maximum(s2[o], pointnoise.VAR_FLOOR))
+                        for (s2, _, _), o in zip(scat, ok)])
+    w = np.sqrt(np.concatenate([df[o] for (_, df, _), o in zip(scat, ok)]))
+    coef = np.linalg.lstsq(design * w[:, None], y * w, rcond=None)[0]
+    out = np.full((g, len(x)), np.nan)
+    for i, ((s2, df, centre), o) in enumerate(zip(scat, ok)):
+        if not o.any():
+            continue
+        bias = float(o.sum() / df[o].sum())
+        model = np.exp(coef[i] + sides_of(x, centre)[:, keep] @ coef[g:] + bias)
+        shrunk = ((df * np.nan_to_num(s2) + pointnoise.PRIOR_DF * model)
+                  / (df + pointnoise.PRIOR_DF))
+        out[i] = np.where(usable[i], np.maximum(shrunk, pointnoise.VAR_FLOOR), np.nan)
+    return out
+
+
+def pooled_weigh(groups, stats, curves, window, inside):
+    """optimum.weigh with the noise model's two slopes shared by the widths of a family (the
+    groups fitted together whose keys agree but for the width): one least-squares fit of log
+    scatter, each width its own level, the family one slope below and one above."""
+    x = groups[0][1].log2_lr
+    scat = []
+    for i, ((_, arr), st) in enumerate(zip(groups, stats)):
+        local = cells.restrict(arr, inside[i])
+        s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+        loss = st.usable_loss[0]
+        centre = float(x[int(np.nanargmin(loss))]) if np.isfinite(loss).any() else np.nan
+        scat.append((s2, df, centre))
+    seed_var = np.full(curves.shape, np.nan)
+    families = {}
+    for i, (key, _) in enumerate(groups):
+        families.setdefault(tuple(key[:-1]), []).append(i)
+    for members in families.values():
+        seed_var[members] = family_variance(x, [scat[m] for m in members],
+                                            [stats[m].usable[0] for m in members])
+    n_loss = np.vstack([st.n_loss[0] for st in stats])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_var = seed_var / n_loss
+    first = fit.fit_optimum(x, curves, window, point_var=mean_var)
+    tau2 = np.array([pointnoise.lack_of_fit(x, curves[i], mean_var[i], first.row(i))
+                     for i in range(len(groups))])
+    point_var = mean_var + tau2[:, None]
+    fits = fit.fit_optimum(x, curves, window, point_var=point_var)
+    return optimum.Weighed(seed_var, tau2, point_var, first, fits)
+
+
+QUARTER = 4  # the dense stores' LRs sit on a quarter-octave grid
+
+
+def fingerprints(arr) -> list[tuple]:
+    """(quarter-octave LR, seed, that seed's mean loss there) of every trained (seed, LR) of a
+    group: the same in a sub-grid of a dense store as in the store itself."""
+    q = np.round(arr.log2_lr * QUARTER).astype(int)
+    mean = arr.seed_mean
+    return [(int(q[j]), int(arr.seeds[s]), round(float(mean[s, j]), 10))
+            for s, j in zip(*np.nonzero(arr.n_loss > 0))]
+
+
+class OracleVariance:
+    """Each LR's seed variance as the dense store's all-seed scatter there (pointnoise's
+    seed_scatter over every trained LR of the dense group, n_j - 1 degrees of freedom): what a
+    perfect noise model would give a sub-grid of that store (the fit divides it by the
+    sub-grid's own seed count, as it does the model's). Filled by every store real_curves
+    opens (Store.tables), looked up by the group's (LR, seed, loss) fingerprints."""
+
+    def __init__(self) -> None:
+        self.owners: dict[tuple, set[int]] = {}  # fingerprint -> dense groups holding it
+        self.var: list[dict[int, float]] = []    # dense group -> {quarter LR: seed variance}
+        self.missed = 0
+
+    def learn(self, trials) -> None:
+        import real_curves  # this folder's, on sys.path once main() has run
+
+        trials = real_curves.complete_cells(trials[trials["status"].astype(str) != "failed"])
+        for _, sub in trials.groupby("parameterization"):
+            prep = prepare(sub, resolve(sub, None, None, {}))
+            for _, group in prep.trials.groupby(prep.group_cols, sort=True, dropna=False):
+                arr = seed_lr_arrays(group)
+                s2, _ = pointnoise.seed_scatter(arr, cell_stats(arr, all_seeds(arr)))
+                q = np.round(arr.log2_lr * QUARTER).astype(int)
+                self.var.append({int(k): float(v) for k, v in zip(q, s2) if np.isfinite(v)})
+                for f in fingerprints(arr):
+                    self.owners.setdefault(f, set()).add(len(self.var) - 1)
+
+    def seed_variance(self, base):
+        def seed_variance(arr, stats, inside):
+            # the dense groups holding every (LR, seed, loss) of this one (at the base width
+            # sp and mup_ssm are one network: either, their scatter is the same)
+            owners = set.intersection(*[self.owners.get(f, set()) for f in fingerprints(arr)])
+            if not owners:
+                self.missed += 1
+                return base(arr, stats, inside)
+            var = self.var[min(owners)]
+            q = np.round(arr.log2_lr * QUARTER).astype(int)
+            v = np.array([var.get(int(k), np.nan) for k in q])
+            return np.where(stats.usable[0], v, np.nan)
+        return seed_variance
+
+
+def oracle_variance() -> OracleVariance:
+    """Register every store real_curves opens with the oracle, and let the analysis read each
+    LR's seed variance from it."""
+    oracle = OracleVariance()
+    tables = Store.tables
+
+    def learning_tables(self, *a, **k):
+        out = tables(self, *a, **k)
+        oracle.learn(out.trials)
+        return out
+
+    Store.tables = learning_tables
+    optimum.seed_variance = oracle.seed_variance(optimum.seed_variance)
+    return oracle
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every-lr", action="store_true")
@@ -199,6 +431,11 @@ def main() -> None:
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
     ap.add_argument("--level", action="store_true")
+    ap.add_argument("--oracle-var", action="store_true")
+    ap.add_argument("--blowup", type=float, metavar="K")
+    ap.add_argument("--core", type=float, metavar="OCTAVES")
+    ap.add_argument("--bounded", type=float, metavar="SLOPE")
+    ap.add_argument("--pooled", action="store_true")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
@@ -213,11 +450,23 @@ def main() -> None:
         fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
     if args.level:  # the noise model a level alone: no slopes for a blow-up LR to steepen
         pointnoise.MIN_MODEL_LRS = sys.maxsize
+    if args.blowup:
+        pointnoise.smooth_model = blowup_model(args.blowup)
+    if args.core is not None:
+        pointnoise.smooth_model = core_model(args.core)
+    if args.bounded is not None:
+        pointnoise.smooth_model = bounded_model(args.bounded)
+    if args.pooled:
+        optimum.weigh = pooled_weigh
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
+    oracle = oracle_variance() if args.oracle_var else None
     sys.path.insert(0, str(HERE))
     sys.argv = [args.script, *rest]
     runpy.run_path(str(HERE / args.script), run_name="__main__")
+    if oracle is not None:
+        print(f"oracle variance: {len(oracle.var)} dense groups, {oracle.missed} groups not "
+              "found (read by the noise model)")
 
 
 if __name__ == "__main__":
