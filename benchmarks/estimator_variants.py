@@ -6,7 +6,8 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--narrow STEPS MIN] [--linex K] [--level] SCRIPT.py [SCRIPT's arguments...]
+        [--narrow STEPS MIN] [--linex K] [--level] [--blowup K] [--core R] [--bounded S] \
+        [--pooled] [--oracle-var | --oracle-model] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -28,6 +29,26 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
   --level     the noise model's smooth part is one level over the window's LRs, not a line
               in distance on each side (a blow-up LR entering the window steepens the slopes
               and so lowers the model at the optimum, raising its LRs' weights 9-90x).
+  --blowup K  the noise model's line fitted without the window's blow-up LRs: those whose
+              scatter exceeds K x the near-optimum level (LRs within 1 octave of the argmin);
+              they keep their own scatter, shrunk toward the line read from the others.
+  --core R    the noise model flat at the level of the LRs within R octaves of the argmin and
+              rising beyond, one slope per side from the LRs there alone: an LR far out moves
+              its side's slope, never the model at the optimum.
+  --bounded S each of the line's two slopes kept within [-S, S] (ln variance per octave; the
+              dense 8-seed stores' slopes lie in -0.83..+1.98 inside the window).
+  --fixed-slopes BELOW ABOVE  the line's two slopes fixed (ln variance per octave away from
+              the argmin, below and above it), only its level read from the window's LRs.
+  --slope-prior BELOW ABOVE DF  the line's slopes drawn toward (BELOW, ABOVE): a pseudo-LR
+              of DF degrees of freedom one octave out on each side on the prior slope (ridge).
+  --pooled    one pair of slopes per family from every width's window LRs, each width its own
+              level (weigh's groups fitted together whose keys differ only in the width).
+  --oracle-var / --oracle-model (real_curves.py only) each LR's seed variance read from the
+              dense store the sub-grid was cut from: its 8-seed scatter there (--oracle-var,
+              a perfect per-LR noise model), or its smooth model, toward which the sub-grid's
+              own scatter is shrunk (--oracle-model, a perfect smooth model): how much any
+              noise model could gain. --oracle-slopes: the dense model's two slopes only,
+              the level the sub-grid's own (its LRs' mean log scatter less the slopes' part).
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
   --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
@@ -323,6 +344,38 @@ def family_variance(x, scat, usable):
     return out
 
 
+def fixed_model(below: float, above: float):
+    """pointnoise.smooth_model with its two slopes fixed, only the level read from the
+    window's LRs."""
+
+    def smooth_model(x, s2, df, centre):
+        return own_level(x, s2, df, centre, (below, above))
+
+    return smooth_model
+
+
+def prior_model(below: float, above: float, weight: float):
+    """pointnoise.smooth_model with its two slopes drawn toward (below, above): each side
+    gets a pseudo-LR of `weight` degrees of freedom one octave from the centre whose log
+    scatter lies on the prior slope (a ridge penalty weight x (slope - prior)^2 in the
+    df-weighted least squares), so a side's few LRs move its slope only as far as their df
+    outweigh the prior's."""
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        if not ok.any():
+            return np.full(len(x), np.nan)
+        design = np.column_stack([np.ones(len(x)), sides_of(x, centre)])
+        w = np.sqrt(df[ok])
+        pseudo = np.sqrt(weight) * np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+        a = np.vstack([design[ok] * w[:, None], pseudo])
+        b = np.concatenate([y * w, np.sqrt(weight) * np.array([below, above])])
+        coef = np.linalg.lstsq(a, b, rcond=None)[0]
+        return np.exp(design @ coef + bias)
+
+    return smooth_model
+
+
 def pooled_weigh(groups, stats, curves, window, inside):
     """optimum.weigh with the noise model's two slopes shared by the widths of a family (the
     groups fitted together whose keys agree but for the width): one least-squares fit of log
@@ -370,12 +423,36 @@ class OracleVariance:
     seed_scatter over every trained LR of the dense group, n_j - 1 degrees of freedom): what a
     perfect noise model would give a sub-grid of that store (the fit divides it by the
     sub-grid's own seed count, as it does the model's). Filled by every store real_curves
-    opens (Store.tables), looked up by the group's (LR, seed, loss) fingerprints."""
+    opens (Store.tables), looked up by the group's (LR, seed, loss) fingerprints.
 
-    def __init__(self) -> None:
+    With `smooth` the oracle is the dense group's smooth model instead (pointnoise.smooth_model
+    fitted to its 8-seed scatter inside the fit window around its argmin), and each sub-grid
+    LR's own scatter is shrunk toward it as the analysis shrinks toward its own model: the
+    best a smooth model (anything item 2 of issue 27 can change) could do."""
+
+    def __init__(self, smooth: bool = False, slopes: bool = False) -> None:
+        self.smooth, self.slopes = smooth or slopes, slopes
+        self.dense_slopes: list[np.ndarray] = []  # dense group -> its model's (below, above)
         self.owners: dict[tuple, set[int]] = {}  # fingerprint -> dense groups holding it
         self.var: list[dict[int, float]] = []    # dense group -> {quarter LR: seed variance}
         self.missed = 0
+
+    def dense_variance(self, arr) -> np.ndarray:
+        """(L,) the dense group's scatter at each LR, or its smooth model (`smooth`)."""
+        st = cell_stats(arr, all_seeds(arr))
+        if not self.smooth:
+            return pointnoise.seed_scatter(arr, st)[0]
+        loss = st.usable_loss
+        x = arr.log2_lr
+        centre = float(x[int(np.nanargmin(loss[0]))])
+        inside = np.abs(x - centre) < fit.grid_window(x, loss)[0]
+        local = cells.restrict(arr, inside)
+        s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+        ok, y, _ = log_scatter(s2, df)
+        design = np.column_stack([np.ones(len(x)), sides_of(x, centre)])[ok]
+        w = np.sqrt(df[ok])
+        self.dense_slopes.append(np.linalg.lstsq(design * w[:, None], y * w, rcond=None)[0][1:])
+        return pointnoise.smooth_model(x, s2, df, centre)
 
     def learn(self, trials) -> None:
         import real_curves  # this folder's, on sys.path once main() has run
@@ -385,7 +462,7 @@ class OracleVariance:
             prep = prepare(sub, resolve(sub, None, None, {}))
             for _, group in prep.trials.groupby(prep.group_cols, sort=True, dropna=False):
                 arr = seed_lr_arrays(group)
-                s2, _ = pointnoise.seed_scatter(arr, cell_stats(arr, all_seeds(arr)))
+                s2 = self.dense_variance(arr)
                 q = np.round(arr.log2_lr * QUARTER).astype(int)
                 self.var.append({int(k): float(v) for k, v in zip(q, s2) if np.isfinite(v)})
                 for f in fingerprints(arr):
@@ -402,14 +479,35 @@ class OracleVariance:
             var = self.var[min(owners)]
             q = np.round(arr.log2_lr * QUARTER).astype(int)
             v = np.array([var.get(int(k), np.nan) for k in q])
+            if self.smooth:  # the sub-grid's own scatter, shrunk toward the dense model
+                local = cells.restrict(arr, inside)
+                s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+                if self.slopes:  # the dense slopes, the level the sub-grid's own
+                    x, loss = arr.log2_lr, stats.usable_loss[0]
+                    v = own_level(x, s2, df, float(x[int(np.nanargmin(loss))]),
+                                  self.dense_slopes[min(owners)])
+                v = np.maximum((df * np.nan_to_num(s2) + pointnoise.PRIOR_DF * v)
+                               / (df + pointnoise.PRIOR_DF), pointnoise.VAR_FLOOR)
             return np.where(stats.usable[0], v, np.nan)
         return seed_variance
 
 
-def oracle_variance() -> OracleVariance:
+def own_level(x, s2, df, centre, slopes) -> np.ndarray:
+    """(L,) the model of the given (below, above) slopes about `centre`, its level the
+    df-weighted mean of the LRs' log scatter less the slopes' part (+ the chi-square bias, as
+    smooth_model)."""
+    ok, y, bias = log_scatter(s2, df)
+    line = sides_of(x, centre) @ np.asarray(slopes, float)
+    if not ok.any():
+        return np.full(len(x), np.nan)
+    level = float((df[ok] * (y - line[ok])).sum() / df[ok].sum())
+    return np.exp(level + line + bias)
+
+
+def oracle_variance(smooth: bool, slopes: bool = False) -> OracleVariance:
     """Register every store real_curves opens with the oracle, and let the analysis read each
     LR's seed variance from it."""
-    oracle = OracleVariance()
+    oracle = OracleVariance(smooth, slopes)
     tables = Store.tables
 
     def learning_tables(self, *a, **k):
@@ -432,10 +530,14 @@ def main() -> None:
     ap.add_argument("--linex", type=float, metavar="K")
     ap.add_argument("--level", action="store_true")
     ap.add_argument("--oracle-var", action="store_true")
+    ap.add_argument("--oracle-model", action="store_true")
+    ap.add_argument("--oracle-slopes", action="store_true")
     ap.add_argument("--blowup", type=float, metavar="K")
     ap.add_argument("--core", type=float, metavar="OCTAVES")
     ap.add_argument("--bounded", type=float, metavar="SLOPE")
     ap.add_argument("--pooled", action="store_true")
+    ap.add_argument("--fixed-slopes", type=float, nargs=2, metavar=("BELOW", "ABOVE"))
+    ap.add_argument("--slope-prior", type=float, nargs=3, metavar=("BELOW", "ABOVE", "DF"))
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
@@ -456,11 +558,16 @@ def main() -> None:
         pointnoise.smooth_model = core_model(args.core)
     if args.bounded is not None:
         pointnoise.smooth_model = bounded_model(args.bounded)
+    if args.fixed_slopes:
+        pointnoise.smooth_model = fixed_model(*args.fixed_slopes)
+    if args.slope_prior:
+        pointnoise.smooth_model = prior_model(*args.slope_prior)
     if args.pooled:
         optimum.weigh = pooled_weigh
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
-    oracle = oracle_variance() if args.oracle_var else None
+    oracle = (oracle_variance(args.oracle_model, args.oracle_slopes)
+              if args.oracle_var or args.oracle_model or args.oracle_slopes else None)
     sys.path.insert(0, str(HERE))
     sys.argv = [args.script, *rest]
     runpy.run_path(str(HERE / args.script), run_name="__main__")
