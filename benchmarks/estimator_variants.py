@@ -6,8 +6,9 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--narrow STEPS MIN] [--linex K] [--level] [--blowup K] [--core R] [--bounded S] \
-        [--pooled] [--oracle-var | --oracle-model] SCRIPT.py [SCRIPT's arguments...]
+        [--narrow STEPS MIN] [--linex K] [--level | --blowup K | --core R | --bounded S | \
+        --fixed-slopes BELOW ABOVE | --slope-prior BELOW ABOVE DF | --pooled] \
+        [--oracle-var | --oracle-model | --oracle-slopes] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -277,34 +278,28 @@ def core_model(radius: float):
 
 def bounded_model(top: float):
     """pointnoise.smooth_model with each slope kept within [-top, top] (natural log of
-    variance per octave): refitted with a slope outside it fixed at the bound."""
+    variance per octave): a slope fitted outside it is fixed at the bound and the rest refitted
+    (a side smooth_model gives no slope keeps none)."""
 
     def smooth_model(x, s2, df, centre):
         ok, y, bias = log_scatter(s2, df)
         if not ok.any():
             return np.full(len(x), np.nan)
-        sides = [np.maximum(centre - x, 0.0), np.maximum(x - centre, 0.0)]
-        free = [ok.sum() >= pointnoise.MIN_MODEL_LRS and (c[ok] > 0).sum() >= 2 for c in sides]
-        fixed = [None, None]
+        sides = sides_of(x, centre)
+        free = [k for k in range(2) if ok.sum() >= pointnoise.MIN_MODEL_LRS
+                and (sides[ok, k] > 0).sum() >= 2]
+        fixed: dict[int, float] = {}
         w = np.sqrt(df[ok])
-        for _ in range(3):
-            cols = [np.ones(len(x))] + [c for c, f, v in zip(sides, free, fixed)
-                                        if f and v is None]
-            off = sum((v * c for c, v in zip(sides, fixed) if v is not None), np.zeros(len(x)))
-            design = np.stack(cols, axis=1)
+        while True:
+            cols = [k for k in free if k not in fixed]
+            off = sides[:, list(fixed)] @ np.array(list(fixed.values()), float)
+            design = np.column_stack([np.ones(len(x)), sides[:, cols]])
             coef = np.linalg.lstsq(design[ok] * w[:, None], (y - off[ok]) * w, rcond=None)[0]
-            slopes, i = list(fixed), 1
-            for k, (f, v) in enumerate(zip(free, fixed)):
-                if f and v is None:
-                    slopes[k], i = float(coef[i]), i + 1
-            clipped = [v if v is None or not f else float(np.clip(v, -top, top))
-                       for v, f in zip(slopes, free)]
-            new = [c if f and c is not None and c != v else fv
-                   for c, v, f, fv in zip(clipped, slopes, free, fixed)]
-            if new == fixed:
-                break
-            fixed = new
-        return np.exp(design @ coef + off + bias)
+            beyond = {k: float(np.clip(c, -top, top)) for k, c in zip(cols, coef[1:])
+                      if abs(c) > top}
+            if not beyond:
+                return np.exp(design @ coef + off + bias)
+            fixed.update(beyond)
 
     return smooth_model
 
@@ -528,16 +523,18 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
-    ap.add_argument("--level", action="store_true")
-    ap.add_argument("--oracle-var", action="store_true")
-    ap.add_argument("--oracle-model", action="store_true")
-    ap.add_argument("--oracle-slopes", action="store_true")
-    ap.add_argument("--blowup", type=float, metavar="K")
-    ap.add_argument("--core", type=float, metavar="OCTAVES")
-    ap.add_argument("--bounded", type=float, metavar="SLOPE")
-    ap.add_argument("--pooled", action="store_true")
-    ap.add_argument("--fixed-slopes", type=float, nargs=2, metavar=("BELOW", "ABOVE"))
-    ap.add_argument("--slope-prior", type=float, nargs=3, metavar=("BELOW", "ABOVE", "DF"))
+    model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
+    model.add_argument("--level", action="store_true")
+    model.add_argument("--blowup", type=float, metavar="K")
+    model.add_argument("--core", type=float, metavar="OCTAVES")
+    model.add_argument("--bounded", type=float, metavar="SLOPE")
+    model.add_argument("--fixed-slopes", type=float, nargs=2, metavar=("BELOW", "ABOVE"))
+    model.add_argument("--slope-prior", type=float, nargs=3, metavar=("BELOW", "ABOVE", "DF"))
+    model.add_argument("--pooled", action="store_true")
+    oracle = ap.add_mutually_exclusive_group()
+    oracle.add_argument("--oracle-var", action="store_true")
+    oracle.add_argument("--oracle-model", action="store_true")
+    oracle.add_argument("--oracle-slopes", action="store_true")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
