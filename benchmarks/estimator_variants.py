@@ -6,7 +6,9 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--narrow STEPS MIN] [--linex K] [--level] SCRIPT.py [SCRIPT's arguments...]
+        [--narrow STEPS MIN] [--linex K] [--level | --blowup K | --core R | --bounded S | \
+        --fixed-slopes BELOW ABOVE | --slope-prior BELOW ABOVE DF | --pooled] \
+        [--oracle-var | --oracle-model | --oracle-slopes] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
 (real_curves.py, search_targets.py, search_floor.py). The variants, any combination:
@@ -28,6 +30,26 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
   --level     the noise model's smooth part is one level over the window's LRs, not a line
               in distance on each side (a blow-up LR entering the window steepens the slopes
               and so lowers the model at the optimum, raising its LRs' weights 9-90x).
+  --blowup K  the noise model's line fitted without the window's blow-up LRs: those whose
+              scatter exceeds K x the near-optimum level (LRs within 1 octave of the argmin);
+              they keep their own scatter, shrunk toward the line read from the others.
+  --core R    the noise model flat at the level of the LRs within R octaves of the argmin and
+              rising beyond, one slope per side from the LRs there alone: an LR far out moves
+              its side's slope, never the model at the optimum.
+  --bounded S each of the line's two slopes kept within [-S, S] (ln variance per octave; the
+              dense 8-seed stores' slopes lie in -0.83..+1.98 inside the window).
+  --fixed-slopes BELOW ABOVE  the line's two slopes fixed (ln variance per octave away from
+              the argmin, below and above it), only its level read from the window's LRs.
+  --slope-prior BELOW ABOVE DF  the line's slopes drawn toward (BELOW, ABOVE): a pseudo-LR
+              of DF degrees of freedom one octave out on each side on the prior slope (ridge).
+  --pooled    one pair of slopes per family from every width's window LRs, each width its own
+              level (weigh's groups fitted together whose keys differ only in the width).
+  --oracle-var / --oracle-model (real_curves.py only) each LR's seed variance read from the
+              dense store the sub-grid was cut from: its 8-seed scatter there (--oracle-var,
+              a perfect per-LR noise model), or its smooth model, toward which the sub-grid's
+              own scatter is shrunk (--oracle-model, a perfect smooth model): how much any
+              noise model could gain. --oracle-slopes: the dense model's two slopes only,
+              the level the sub-grid's own (its LRs' mean log scatter less the slopes' part).
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
   --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
@@ -48,11 +70,15 @@ from pathlib import Path
 
 import numpy as np
 
+import mutransfer.analysis.cells as cells
 import mutransfer.analysis.fit as fit
 import mutransfer.analysis.optimum as optimum
 import mutransfer.analysis.pointnoise as pointnoise
 import mutransfer.sweep.search.transfer.decisions as decisions
-from mutransfer.analysis.cells import all_seeds, cell_stats
+from mutransfer.analysis.cells import all_seeds, cell_stats, seed_lr_arrays
+from mutransfer.analysis.choice import resolve
+from mutransfer.analysis.groups import prepare
+from mutransfer.results.store import Store
 
 HERE = Path(__file__).parent
 
@@ -190,6 +216,305 @@ def linex(k: float) -> None:
     pointnoise.model = model
 
 
+def log_scatter(s2, df):
+    """(ok mask, log s2 at the ok LRs, the chi-square bias term smooth_model adds back)."""
+    ok = (df > 0) & np.isfinite(s2)
+    y = np.log(np.maximum(s2[ok], pointnoise.VAR_FLOOR))
+    bias = float(ok.sum() / df[ok].sum()) if ok.any() else 0.0
+    return ok, y, bias
+
+
+def blowup_model(k: float):
+    """pointnoise.smooth_model fitted without the window's blow-up LRs: those whose scatter
+    exceeds k x the near-optimum level (the df-weighted mean log scatter of the LRs within
+    NEAR octave of the centre, chi-square bias added). They keep their own scatter, shrunk
+    toward the model extrapolated from the others."""
+    base = pointnoise.smooth_model
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        near = ok & (np.abs(x - centre) <= NEAR + 1e-9)
+        if not near.any():
+            return base(x, s2, df, centre)
+        yn = np.log(np.maximum(s2[near], pointnoise.VAR_FLOOR))
+        level = float((df[near] * yn).sum() / df[near].sum()) + bias
+        blown = ok & (np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR)) > level
+                      + np.log(k))
+        return base(x, np.where(blown, np.nan, s2), np.where(blown, 0.0, df), centre)
+
+    return smooth_model
+
+
+NEAR = 1.0  # octaves: the LRs around the argmin whose scatter sets the near-optimum level
+
+
+def core_model(radius: float):
+    """The model flat at the level of the LRs within `radius` octaves of the centre (their
+    df-weighted mean log scatter, chi-square bias added) and rising beyond it, one slope per
+    side fitted to the LRs there alone (through the level at the core's edge; at least two on
+    that side, else flat): an LR far out moves its side's slope only, never the model at the
+    optimum."""
+    base = pointnoise.smooth_model
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        core = ok & (np.abs(x - centre) <= radius + 1e-9)
+        if not core.any():
+            return base(x, s2, df, centre)
+        ly = np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR))
+        level = float((df[core] * ly[core]).sum() / df[core].sum())
+        out = np.full(len(x), level)
+        for side in (centre - x, x - centre):
+            t = np.maximum(side - radius, 0.0)
+            far = ok & (t > 0)
+            if far.sum() >= 2:
+                slope = float((df[far] * t[far] * (ly[far] - level)).sum()
+                              / (df[far] * t[far] ** 2).sum())
+                out = out + slope * t
+        return np.exp(out + bias)
+
+    return smooth_model
+
+
+def bounded_model(top: float):
+    """pointnoise.smooth_model with each slope kept within [-top, top] (natural log of
+    variance per octave): a slope fitted outside it is fixed at the bound and the rest refitted
+    (a side smooth_model gives no slope keeps none)."""
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        if not ok.any():
+            return np.full(len(x), np.nan)
+        sides = sides_of(x, centre)
+        free = [k for k in range(2) if ok.sum() >= pointnoise.MIN_MODEL_LRS
+                and (sides[ok, k] > 0).sum() >= 2]
+        fixed: dict[int, float] = {}
+        w = np.sqrt(df[ok])
+        while True:
+            cols = [k for k in free if k not in fixed]
+            off = sides[:, list(fixed)] @ np.array(list(fixed.values()), float)
+            design = np.column_stack([np.ones(len(x)), sides[:, cols]])
+            coef = np.linalg.lstsq(design[ok] * w[:, None], (y - off[ok]) * w, rcond=None)[0]
+            beyond = {k: float(np.clip(c, -top, top)) for k, c in zip(cols, coef[1:])
+                      if abs(c) > top}
+            if not beyond:
+                return np.exp(design @ coef + off + bias)
+            fixed.update(beyond)
+
+    return smooth_model
+
+
+def sides_of(x, centre):
+    """(L, 2) distance below and above `centre`, 0 on the other side."""
+    return np.stack([np.maximum(centre - x, 0.0), np.maximum(x - centre, 0.0)], axis=1)
+
+
+def family_variance(x, scat, usable):
+    """(G, L) shrunk seed variance of the widths of one family from their (s2, df, centre):
+    log s2 ~ each width's level + one slope below and one above shared by the family, least
+    squares weighted by df (a side with fewer than two LRs, or the family with fewer than
+    MIN_MODEL_LRS, gets no slope)."""
+    g = len(scat)
+    ok = [(df > 0) & np.isfinite(s2) for s2, df, _ in scat]
+    if not any(o.any() for o in ok):
+        return np.full((g, len(x)), np.nan)
+    levels = np.vstack([np.outer(o[o], np.eye(g)[i]) for i, o in enumerate(ok)])
+    sides = np.vstack([sides_of(x, c)[o] for (_, _, c), o in zip(scat, ok)])
+    keep = [k for k in range(2) if (sides[:, k] > 0).sum() >= 2
+            and len(sides) >= pointnoise.MIN_MODEL_LRS]
+    design = np.hstack([levels, sides[:, keep]])
+    y = np.concatenate([np.log(np.maximum(s2[o], pointnoise.VAR_FLOOR))
+                        for (s2, _, _), o in zip(scat, ok)])
+    w = np.sqrt(np.concatenate([df[o] for (_, df, _), o in zip(scat, ok)]))
+    coef = np.linalg.lstsq(design * w[:, None], y * w, rcond=None)[0]
+    out = np.full((g, len(x)), np.nan)
+    for i, ((s2, df, centre), o) in enumerate(zip(scat, ok)):
+        if not o.any():
+            continue
+        bias = float(o.sum() / df[o].sum())
+        model = np.exp(coef[i] + sides_of(x, centre)[:, keep] @ coef[g:] + bias)
+        shrunk = ((df * np.nan_to_num(s2) + pointnoise.PRIOR_DF * model)
+                  / (df + pointnoise.PRIOR_DF))
+        out[i] = np.where(usable[i], np.maximum(shrunk, pointnoise.VAR_FLOOR), np.nan)
+    return out
+
+
+def fixed_model(below: float, above: float):
+    """pointnoise.smooth_model with its two slopes fixed, only the level read from the
+    window's LRs."""
+
+    def smooth_model(x, s2, df, centre):
+        return own_level(x, s2, df, centre, (below, above))
+
+    return smooth_model
+
+
+def prior_model(below: float, above: float, weight: float):
+    """pointnoise.smooth_model with its two slopes drawn toward (below, above): each side
+    gets a pseudo-LR of `weight` degrees of freedom one octave from the centre whose log
+    scatter lies on the prior slope (a ridge penalty weight x (slope - prior)^2 in the
+    df-weighted least squares), so a side's few LRs move its slope only as far as their df
+    outweigh the prior's."""
+
+    def smooth_model(x, s2, df, centre):
+        ok, y, bias = log_scatter(s2, df)
+        if not ok.any():
+            return np.full(len(x), np.nan)
+        design = np.column_stack([np.ones(len(x)), sides_of(x, centre)])
+        w = np.sqrt(df[ok])
+        pseudo = np.sqrt(weight) * np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+        a = np.vstack([design[ok] * w[:, None], pseudo])
+        b = np.concatenate([y * w, np.sqrt(weight) * np.array([below, above])])
+        coef = np.linalg.lstsq(a, b, rcond=None)[0]
+        return np.exp(design @ coef + bias)
+
+    return smooth_model
+
+
+def pooled_weigh(groups, stats, curves, window, inside):
+    """optimum.weigh with the noise model's two slopes shared by the widths of a family (the
+    groups fitted together whose keys agree but for the width): one least-squares fit of log
+    scatter, each width its own level, the family one slope below and one above."""
+    x = groups[0][1].log2_lr
+    scat = []
+    for i, ((_, arr), st) in enumerate(zip(groups, stats)):
+        local = cells.restrict(arr, inside[i])
+        s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+        loss = st.usable_loss[0]
+        centre = float(x[int(np.nanargmin(loss))]) if np.isfinite(loss).any() else np.nan
+        scat.append((s2, df, centre))
+    seed_var = np.full(curves.shape, np.nan)
+    families = {}
+    for i, (key, _) in enumerate(groups):
+        families.setdefault(tuple(key[:-1]), []).append(i)
+    for members in families.values():
+        seed_var[members] = family_variance(x, [scat[m] for m in members],
+                                            [stats[m].usable[0] for m in members])
+    n_loss = np.vstack([st.n_loss[0] for st in stats])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_var = seed_var / n_loss
+    first = fit.fit_optimum(x, curves, window, point_var=mean_var)
+    tau2 = np.array([pointnoise.lack_of_fit(x, curves[i], mean_var[i], first.row(i))
+                     for i in range(len(groups))])
+    point_var = mean_var + tau2[:, None]
+    fits = fit.fit_optimum(x, curves, window, point_var=point_var)
+    return optimum.Weighed(seed_var, tau2, point_var, first, fits)
+
+
+QUARTER = 4  # the dense stores' LRs sit on a quarter-octave grid
+
+
+def fingerprints(arr) -> list[tuple]:
+    """(quarter-octave LR, seed, that seed's mean loss there) of every trained (seed, LR) of a
+    group: the same in a sub-grid of a dense store as in the store itself."""
+    q = np.round(arr.log2_lr * QUARTER).astype(int)
+    mean = arr.seed_mean
+    return [(int(q[j]), int(arr.seeds[s]), round(float(mean[s, j]), 10))
+            for s, j in zip(*np.nonzero(arr.n_loss > 0))]
+
+
+class OracleVariance:
+    """Each LR's seed variance as the dense store's all-seed scatter there (pointnoise's
+    seed_scatter over every trained LR of the dense group, n_j - 1 degrees of freedom): what a
+    perfect noise model would give a sub-grid of that store (the fit divides it by the
+    sub-grid's own seed count, as it does the model's). Filled by every store real_curves
+    opens (Store.tables), looked up by the group's (LR, seed, loss) fingerprints.
+
+    With `smooth` the oracle is the dense group's smooth model instead (pointnoise.smooth_model
+    fitted to its 8-seed scatter inside the fit window around its argmin), and each sub-grid
+    LR's own scatter is shrunk toward it as the analysis shrinks toward its own model: the
+    best a smooth model (anything item 2 of issue 27 can change) could do."""
+
+    def __init__(self, smooth: bool = False, slopes: bool = False) -> None:
+        self.smooth, self.slopes = smooth or slopes, slopes
+        self.dense_slopes: list[np.ndarray] = []  # dense group -> its model's (below, above)
+        self.owners: dict[tuple, set[int]] = {}  # fingerprint -> dense groups holding it
+        self.var: list[dict[int, float]] = []    # dense group -> {quarter LR: seed variance}
+        self.missed = 0
+
+    def dense_variance(self, arr) -> np.ndarray:
+        """(L,) the dense group's scatter at each LR, or its smooth model (`smooth`)."""
+        st = cell_stats(arr, all_seeds(arr))
+        if not self.smooth:
+            return pointnoise.seed_scatter(arr, st)[0]
+        loss = st.usable_loss
+        x = arr.log2_lr
+        centre = float(x[int(np.nanargmin(loss[0]))])
+        inside = np.abs(x - centre) < fit.grid_window(x, loss)[0]
+        local = cells.restrict(arr, inside)
+        s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+        ok, y, _ = log_scatter(s2, df)
+        design = np.column_stack([np.ones(len(x)), sides_of(x, centre)])[ok]
+        w = np.sqrt(df[ok])
+        self.dense_slopes.append(np.linalg.lstsq(design * w[:, None], y * w, rcond=None)[0][1:])
+        return pointnoise.smooth_model(x, s2, df, centre)
+
+    def learn(self, trials) -> None:
+        import real_curves  # this folder's, on sys.path once main() has run
+
+        trials = real_curves.complete_cells(trials[trials["status"].astype(str) != "failed"])
+        for _, sub in trials.groupby("parameterization"):
+            prep = prepare(sub, resolve(sub, None, None, {}))
+            for _, group in prep.trials.groupby(prep.group_cols, sort=True, dropna=False):
+                arr = seed_lr_arrays(group)
+                s2 = self.dense_variance(arr)
+                q = np.round(arr.log2_lr * QUARTER).astype(int)
+                self.var.append({int(k): float(v) for k, v in zip(q, s2) if np.isfinite(v)})
+                for f in fingerprints(arr):
+                    self.owners.setdefault(f, set()).add(len(self.var) - 1)
+
+    def seed_variance(self, base):
+        def seed_variance(arr, stats, inside):
+            # the dense groups holding every (LR, seed, loss) of this one (at the base width
+            # sp and mup_ssm are one network: either, their scatter is the same)
+            owners = set.intersection(*[self.owners.get(f, set()) for f in fingerprints(arr)])
+            if not owners:
+                self.missed += 1
+                return base(arr, stats, inside)
+            var = self.var[min(owners)]
+            q = np.round(arr.log2_lr * QUARTER).astype(int)
+            v = np.array([var.get(int(k), np.nan) for k in q])
+            if self.smooth:  # the sub-grid's own scatter, shrunk toward the dense model
+                local = cells.restrict(arr, inside)
+                s2, df = pointnoise.seed_scatter(local, cell_stats(local, all_seeds(local)))
+                if self.slopes:  # the dense slopes, the level the sub-grid's own
+                    x, loss = arr.log2_lr, stats.usable_loss[0]
+                    v = own_level(x, s2, df, float(x[int(np.nanargmin(loss))]),
+                                  self.dense_slopes[min(owners)])
+                v = np.maximum((df * np.nan_to_num(s2) + pointnoise.PRIOR_DF * v)
+                               / (df + pointnoise.PRIOR_DF), pointnoise.VAR_FLOOR)
+            return np.where(stats.usable[0], v, np.nan)
+        return seed_variance
+
+
+def own_level(x, s2, df, centre, slopes) -> np.ndarray:
+    """(L,) the model of the given (below, above) slopes about `centre`, its level the
+    df-weighted mean of the LRs' log scatter less the slopes' part (+ the chi-square bias, as
+    smooth_model)."""
+    ok, y, bias = log_scatter(s2, df)
+    line = sides_of(x, centre) @ np.asarray(slopes, float)
+    if not ok.any():
+        return np.full(len(x), np.nan)
+    level = float((df[ok] * (y - line[ok])).sum() / df[ok].sum())
+    return np.exp(level + line + bias)
+
+
+def oracle_variance(smooth: bool, slopes: bool = False) -> OracleVariance:
+    """Register every store real_curves opens with the oracle, and let the analysis read each
+    LR's seed variance from it."""
+    oracle = OracleVariance(smooth, slopes)
+    tables = Store.tables
+
+    def learning_tables(self, *a, **k):
+        out = tables(self, *a, **k)
+        oracle.learn(out.trials)
+        return out
+
+    Store.tables = learning_tables
+    optimum.seed_variance = oracle.seed_variance(optimum.seed_variance)
+    return oracle
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every-lr", action="store_true")
@@ -198,7 +523,18 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
-    ap.add_argument("--level", action="store_true")
+    model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
+    model.add_argument("--level", action="store_true")
+    model.add_argument("--blowup", type=float, metavar="K")
+    model.add_argument("--core", type=float, metavar="OCTAVES")
+    model.add_argument("--bounded", type=float, metavar="SLOPE")
+    model.add_argument("--fixed-slopes", type=float, nargs=2, metavar=("BELOW", "ABOVE"))
+    model.add_argument("--slope-prior", type=float, nargs=3, metavar=("BELOW", "ABOVE", "DF"))
+    model.add_argument("--pooled", action="store_true")
+    oracle = ap.add_mutually_exclusive_group()
+    oracle.add_argument("--oracle-var", action="store_true")
+    oracle.add_argument("--oracle-model", action="store_true")
+    oracle.add_argument("--oracle-slopes", action="store_true")
     ap.add_argument("script", help="SCRIPT.py; every argument after it is the script's")
     split = next((i for i, a in enumerate(sys.argv) if a.endswith(".py") and i > 0),
                  len(sys.argv) - 1)
@@ -213,11 +549,28 @@ def main() -> None:
         fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
     if args.level:  # the noise model a level alone: no slopes for a blow-up LR to steepen
         pointnoise.MIN_MODEL_LRS = sys.maxsize
+    if args.blowup:
+        pointnoise.smooth_model = blowup_model(args.blowup)
+    if args.core is not None:
+        pointnoise.smooth_model = core_model(args.core)
+    if args.bounded is not None:
+        pointnoise.smooth_model = bounded_model(args.bounded)
+    if args.fixed_slopes:
+        pointnoise.smooth_model = fixed_model(*args.fixed_slopes)
+    if args.slope_prior:
+        pointnoise.smooth_model = prior_model(*args.slope_prior)
+    if args.pooled:
+        optimum.weigh = pooled_weigh
     if args.every_lr or args.flat:
         optimum.optima_of = variant_optima_of(args.every_lr, args.flat)
+    oracle = (oracle_variance(args.oracle_model, args.oracle_slopes)
+              if args.oracle_var or args.oracle_model or args.oracle_slopes else None)
     sys.path.insert(0, str(HERE))
     sys.argv = [args.script, *rest]
     runpy.run_path(str(HERE / args.script), run_name="__main__")
+    if oracle is not None:
+        print(f"oracle variance: {len(oracle.var)} dense groups, {oracle.missed} groups not "
+              "found (read by the noise model)")
 
 
 if __name__ == "__main__":
