@@ -56,6 +56,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))  # real_curves and curve_shape beside it
 
 import real_curves as rc  # noqa: E402
+import shared_shape  # noqa: E402
 from curve_shape import mean_curve  # noqa: E402
 
 from mutransfer.analysis.fit import grid_window, tricube  # noqa: E402
@@ -106,10 +107,17 @@ def quarters(x: np.ndarray) -> np.ndarray:
     return np.round(x * 4).astype(int)
 
 
-def template(cell: pd.DataFrame, seeds, smooth: bool) -> Template:
-    """The template of `seeds`' trials of one cell: their seed-mean curve, smoothed or raw."""
+def template(cell: pd.DataFrame, seeds, smooth: bool | str, window: float = np.nan
+             ) -> Template:
+    """The template of `seeds`' trials of one cell: their seed-mean curve, smoothed (True),
+    raw (False), or "linex": the best linex of shared_shape.py (its k prior included) through
+    it in a tricube `window` moved to its optimum."""
     x, y, prec = mean_curve(cell[cell["seed"].isin(seeds)])
     precision = dict(zip(quarters(x), prec))
+    if smooth == "linex":
+        v, k, a = shared_shape.family_fit([x], [y], [prec], [window], [x[np.argmin(y)]])
+        fine = np.arange(x.min() - SHIFT_RANGE, x.max() + SHIFT_RANGE, FINE)
+        return Template(fine, a * shared_shape.linex(fine - v[0], k), precision)
     if not smooth:
         return Template(x, y, precision)
     fine = np.arange(x.min(), x.max() + FINE / 2, FINE)
@@ -151,12 +159,12 @@ def oracle_answers(sub: pd.DataFrame, seeds, templates, halves: bool) -> pd.Data
     `halves` (cross-fitted templates) 8 seeds are read as two halves."""
     rows = []
     for (par, width), g in sub.groupby(KEYS):
-        groups = ([(h, templates((par, width), h)) for h in HALVES] if halves and
-                  len(seeds) == 8 else [(seeds, templates((par, width), seeds))])
+        groups = [(h, h) for h in HALVES] if halves and len(seeds) == 8 else [(seeds, seeds)]
         found, edge = [], False
-        for data_seeds, tmpl in groups:
+        for data_seeds, tmpl_key in groups:
             x, y = seed_mean(g[g["seed"].isin(data_seeds)])
             window = float(grid_window(x, y[None, :])[0])
+            tmpl = templates((par, width), tmpl_key, window)
             v, at_edge = shift_fit(tmpl, x, y, window)
             found.append(v)
             edge |= at_edge
@@ -165,23 +173,23 @@ def oracle_answers(sub: pd.DataFrame, seeds, templates, halves: bool) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def cross_fitted(cells: dict, smooth: bool):
-    """templates(cell, data seeds): the other seeds' template, cached."""
+def cross_fitted(cells: dict, smooth: bool | str):
+    """templates(cell, data seeds, window): the other seeds' template, cached."""
     cache = {}
 
-    def get(cell, seeds):
+    def get(cell, seeds, window):
         others = tuple(s for s in range(8) if s not in seeds)
-        key = (cell, others)
+        key = (cell, others, window if smooth == "linex" else None)
         if key not in cache:
-            cache[key] = template(cells[cell], others, smooth)
+            cache[key] = template(cells[cell], others, smooth, window)
         return cache[key]
 
     return get
 
 
 def known(shapes: dict):
-    """templates(cell, data seeds): the synthetic store's own smooth curve."""
-    return lambda cell, seeds: shapes[cell]
+    """templates(cell, data seeds, window): the synthetic store's own smooth curve."""
+    return lambda cell, seeds, window: shapes[cell]
 
 
 def synthetic(trials: pd.DataFrame, smooth: bool, noise: float, rng) -> tuple[pd.DataFrame,
@@ -263,7 +271,7 @@ def answer_rows(trials: pd.DataFrame, kind: str, estimators: dict,
     return pd.DataFrame(rows)
 
 
-def run_store(path: str, rng) -> pd.DataFrame:
+def run_store(path: str, rng, real_only: bool = False) -> pd.DataFrame:
     trials = Store(path).tables().trials
     trials = trials[(trials["status"].astype(str) == "complete")
                     & ~trials["diverged"].astype(bool)]
@@ -272,10 +280,15 @@ def run_store(path: str, rng) -> pd.DataFrame:
     dense, _ = rc.ESTIMATORS["new"](trials)
     ref = dense[KEYS + ["log2_opt"]].rename(columns={"log2_opt": "ref"})
     smooth, raw = cross_fitted(cells, True), cross_fitted(cells, False)
+    lin = cross_fitted(cells, "linex")
     parts = [answer_rows(trials, "real", {
         "main": None,
         "oracle": lambda sub, seeds: oracle_answers(sub, seeds, smooth, True),
-        "oracle_raw": lambda sub, seeds: oracle_answers(sub, seeds, raw, True)})]
+        "oracle_raw": lambda sub, seeds: oracle_answers(sub, seeds, raw, True),
+        "oracle_linex": lambda sub, seeds: oracle_answers(sub, seeds, lin, True)})]
+    if real_only:
+        return pd.concat(parts, ignore_index=True).merge(ref, on=KEYS).assign(
+            store=Path(path).name)
     for kind, curve_smooth, noise, reps in (
             ("mean", False, QUIET, 1), ("smooth", True, QUIET, 1),
             ("mean+noise", False, 1.0, REPLICATES), ("smooth+noise", True, 1.0, REPLICATES)):
@@ -338,13 +351,14 @@ def main() -> None:
     ap.add_argument("stores", nargs="+")
     ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=0, help="of the synthetic stores' noise")
+    ap.add_argument("--real-only", action="store_true", help="no synthetic stores")
     args = ap.parse_args()
     pd.set_option("display.width", 200, "display.max_rows", 500)
     rng = np.random.default_rng(args.seed)
     rows = []
     for path in args.stores:
         start = time.perf_counter()
-        rows.append(run_store(path, rng))
+        rows.append(run_store(path, rng, args.real_only))
         print(f"{path}: {len(rows[-1])} lr* in {time.perf_counter() - start:.0f} s", flush=True)
     rows = pd.concat(rows, ignore_index=True)
     print("\nmean offset spread of lr* (octaves) by seeds:")
