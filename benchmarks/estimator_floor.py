@@ -110,12 +110,13 @@ def quarters(x: np.ndarray) -> np.ndarray:
 def template(cell: pd.DataFrame, seeds, smooth: bool | str, window: float = np.nan
              ) -> Template:
     """The template of `seeds`' trials of one cell: their seed-mean curve, smoothed (True),
-    raw (False), or "linex": the best linex of shared_shape.py (its k prior included) through
-    it in a tricube `window` moved to its optimum."""
+    raw (False), "linex": the best linex of shared_shape.py (its k prior included) through it
+    in a tricube `window` moved to its optimum, or "parabola": the best parabola so."""
     x, y, prec = mean_curve(cell[cell["seed"].isin(seeds)])
     precision = dict(zip(quarters(x), prec))
-    if smooth == "linex":
-        v, k, a = shared_shape.family_fit([x], [y], [prec], [window], [x[np.argmin(y)]])
+    if smooth in ("linex", "parabola"):
+        ks = shared_shape.K_GRID if smooth == "linex" else [0.0]
+        v, k, a = shared_shape.family_fit([x], [y], [prec], [window], [x[np.argmin(y)]], ks)
         fine = np.arange(x.min() - SHIFT_RANGE, x.max() + SHIFT_RANGE, FINE)
         return Template(fine, a * shared_shape.linex(fine - v[0], k), precision)
     if not smooth:
@@ -179,7 +180,7 @@ def cross_fitted(cells: dict, smooth: bool | str):
 
     def get(cell, seeds, window):
         others = tuple(s for s in range(8) if s not in seeds)
-        key = (cell, others, window if smooth == "linex" else None)
+        key = (cell, others, window if smooth in ("linex", "parabola") else None)
         if key not in cache:
             cache[key] = template(cells[cell], others, smooth, window)
         return cache[key]
@@ -280,12 +281,13 @@ def run_store(path: str, rng, real_only: bool = False) -> pd.DataFrame:
     dense, _ = rc.ESTIMATORS["new"](trials)
     ref = dense[KEYS + ["log2_opt"]].rename(columns={"log2_opt": "ref"})
     smooth, raw = cross_fitted(cells, True), cross_fitted(cells, False)
-    lin = cross_fitted(cells, "linex")
+    lin, par = cross_fitted(cells, "linex"), cross_fitted(cells, "parabola")
     parts = [answer_rows(trials, "real", {
         "main": None,
         "oracle": lambda sub, seeds: oracle_answers(sub, seeds, smooth, True),
         "oracle_raw": lambda sub, seeds: oracle_answers(sub, seeds, raw, True),
-        "oracle_linex": lambda sub, seeds: oracle_answers(sub, seeds, lin, True)})]
+        "oracle_linex": lambda sub, seeds: oracle_answers(sub, seeds, lin, True),
+        "oracle_parabola": lambda sub, seeds: oracle_answers(sub, seeds, par, True)})]
     if real_only:
         return pd.concat(parts, ignore_index=True).merge(ref, on=KEYS).assign(
             store=Path(path).name)

@@ -96,7 +96,9 @@ def per_parameterization(f):
 
 ESTIMATORS = {"new": per_parameterization(new_answers),
               "eb4c8ec": per_parameterization(old_answers),
-              "shared": per_parameterization(shared_shape.answers)}  # --est only
+              "shared": per_parameterization(shared_shape.answers),  # --est only
+              "shared_parabola": per_parameterization(
+                  lambda trials: shared_shape.answers(trials, [0.0]))}  # --est only
 DEFAULT_ESTIMATORS = ["new", "eb4c8ec"]
 
 

@@ -46,10 +46,10 @@ def linex(t: np.ndarray, k: float) -> np.ndarray:
     return t * t if abs(k) < 1e-9 else 2.0 * (np.expm1(k * t) - k * t) / (k * k)
 
 
-def shape_step(x, y, w, v) -> tuple[float, float]:
-    """(k, A) given the v_i: the c_i profiled out, k the penalized best of K_GRID."""
+def shape_step(x, y, w, v, ks=K_GRID) -> tuple[float, float]:
+    """(k, A) given the v_i: the c_i profiled out, k the penalized best of `ks`."""
     best = (np.inf, K_PRIOR, np.nan)
-    for k in K_GRID:
+    for k in ks:
         num = den = 0.0
         parts = []
         for xi, yi, wi, vi in zip(x, y, w, v):
@@ -84,13 +84,14 @@ def location_step(x, y, w, v, k, a) -> float:
     return float(shifts[i])
 
 
-def family_fit(x, y, prec, window, v0) -> tuple[np.ndarray, float, float]:
+def family_fit(x, y, prec, window, v0, ks=K_GRID) -> tuple[np.ndarray, float, float]:
     """(the v_i, k, A) of one family's widths (lists of arrays: LRs, mean curve, precision;
-    windows; main's lr* to start from); (v0, NaN, NaN) where no curve opens upward."""
+    windows; main's lr* to start from; the asymmetries allowed); (v0, NaN, NaN) where no
+    curve opens upward."""
     v, k, a = np.array(v0, float), np.nan, np.nan
     for _ in range(ROUNDS):
         w = [tricube((xi - vi) / wi) * pi for xi, vi, wi, pi in zip(x, v, window, prec)]
-        k, a = shape_step(x, y, w, v)
+        k, a = shape_step(x, y, w, v, ks)
         if not np.isfinite(a):
             return np.array(v0, float), np.nan, np.nan
         new = np.array([location_step(xi, yi, wi, vi, k, a)
@@ -102,8 +103,9 @@ def family_fit(x, y, prec, window, v0) -> tuple[np.ndarray, float, float]:
     return v, k, a
 
 
-def answers(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """real_curves.py's (lr* table, drift table) of one parameterization's trials."""
+def answers(trials: pd.DataFrame, ks=K_GRID) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """real_curves.py's (lr* table, drift table) of one parameterization's trials, the linex
+    asymmetry one of `ks` (ks = [0]: a parabola whose curvature the widths share)."""
     prep = prepare(trials, resolve(trials, None, None, {}))
     optima = group_optima(prep, FIT_WINDOW)
     lr_opt, _ = optimum_tables(optima, prep.group_cols)
@@ -127,7 +129,7 @@ def answers(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             y.append(curve[ok])
             prec.append(1.0 / var[ok])
             window.append(float(grid_window(g.arrays.log2_lr, curve[None, :], FIT_WINDOW)[0]))
-        v, _, _ = family_fit(x, y, prec, window, [main[g.key] for g in members])
+        v, _, _ = family_fit(x, y, prec, window, [main[g.key] for g in members], ks)
         out.update({g.key: float(vi) for g, vi in zip(members, v)})
     keys = list(zip(*(lr_opt[c] for c in prep.group_cols)))
     opt = pd.DataFrame({"width": lr_opt["width"], "log2_opt": [out[k] for k in keys],
