@@ -22,6 +22,14 @@ real seeds (`real` rows)
                template and the data alike and cancels; the template's own seed noise at each
                LR enters instead. oracle minus oracle_raw: what shared roughness costs when the
                shape is known.
+  oracle_linex, oracle_parabola
+               the template is the best linex (shared_shape.py's k grid and prior) or the best
+               parabola through the other seeds' curve, in the window the sub-grid's spacing
+               gives: what knowing two (one) numbers of the shape buys.
+  parabola_oracle_weights
+               the analysis's own parabola (fit.fit_optimum: level, curvature and location
+               from the sub-grid) weighted by the other seeds' precision, as the oracle: what
+               the oracle's weights alone buy.
 
 synthetic seeds (`mean+noise`, `smooth+noise`, `mean`, `smooth` rows): every trial's loss is
 replaced by the dense 8-seed mean curve at its LR (`mean`: its roughness kept) or its smooth
@@ -33,6 +41,8 @@ smooth part itself (the shape exactly known).
   smooth+noise, oracle   the seed-noise floor: a perfect shape, iid seed noise only.
   mean, main             main's systematic part (shape and roughness, no seed noise).
   mean+noise, main       systematic + seed noise: does it reproduce main's real spread?
+`smooth+seeds` rows: the smooth part plus each real seed's own deviation from the 8-seed mean
+(real_seeds): the real seed noise, its LR-to-LR correlation kept, without shared roughness.
 
 The mean spread of lr* over offsets (max |Δlog2| between offsets of one spacing; mean over
 windows and seed subsets, then over cells) per (kind, estimator, spacing, seeds), as
@@ -40,7 +50,9 @@ real_curves.py's `spread_mean`; a grid counts only where main's dense 8-seed lr*
 octaves inside every offset's grid and main flags no edge (the same grids for every estimator
 of one kind). Rows to OUT/estimator_floor_rows.csv.
 
-    python benchmarks/estimator_floor.py STORES/real_B [more stores] [--out DIR]
+    python benchmarks/estimator_floor.py STORES/real_B [more stores] [--real-only] [--out DIR]
+
+(--real-only: the real seeds alone, no synthetic store; 1 minute a store against 3.)
 """
 
 from __future__ import annotations
@@ -59,7 +71,7 @@ import real_curves as rc  # noqa: E402
 import shared_shape  # noqa: E402
 from curve_shape import mean_curve  # noqa: E402
 
-from mutransfer.analysis.fit import grid_window, tricube  # noqa: E402
+from mutransfer.analysis.fit import fit_optimum, grid_window, tricube  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 SMOOTH_BANDWIDTH = 1.0  # octaves: the template's local quadratic (tricube half-width)
@@ -171,6 +183,27 @@ def oracle_answers(sub: pd.DataFrame, seeds, templates, halves: bool) -> pd.Data
             edge |= at_edge
         rows.append({"parameterization": par, "width": width,
                      "log2_opt": float(np.mean(found)), "oracle_edge": edge})
+    return pd.DataFrame(rows)
+
+
+def weighted_parabola_answers(sub: pd.DataFrame, seeds, templates) -> pd.DataFrame:
+    """lr* of every cell of one sub-grid by the analysis's own parabola (fit.fit_optimum, its
+    window) with each LR weighted by the template seeds' precision instead of the sub-grid's
+    own noise model: what the oracle's weights alone buy, without its shape. 8 seeds: the mean
+    of the two HALVES, as the oracle."""
+    rows = []
+    for (par, width), g in sub.groupby(KEYS):
+        found = []
+        for data_seeds in (HALVES if len(seeds) == 8 else [seeds]):
+            x, y = seed_mean(g[g["seed"].isin(data_seeds)])
+            prec = np.array([templates((par, width), data_seeds, np.nan).precision.get(q, 0.0)
+                             for q in quarters(x)])
+            window = grid_window(x, y[None, :])
+            with np.errstate(divide="ignore"):
+                fitted = fit_optimum(x, y[None, :], window, point_var=1.0 / prec[None, :])
+            found.append(float(fitted.log2_lr[0]))
+        rows.append({"parameterization": par, "width": width,
+                     "log2_opt": float(np.mean(found)), "oracle_edge": False})
     return pd.DataFrame(rows)
 
 
@@ -287,7 +320,9 @@ def run_store(path: str, rng, real_only: bool = False) -> pd.DataFrame:
         "oracle": lambda sub, seeds: oracle_answers(sub, seeds, smooth, True),
         "oracle_raw": lambda sub, seeds: oracle_answers(sub, seeds, raw, True),
         "oracle_linex": lambda sub, seeds: oracle_answers(sub, seeds, lin, True),
-        "oracle_parabola": lambda sub, seeds: oracle_answers(sub, seeds, par, True)})]
+        "oracle_parabola": lambda sub, seeds: oracle_answers(sub, seeds, par, True),
+        "parabola_oracle_weights": lambda sub, seeds: weighted_parabola_answers(sub, seeds,
+                                                                                raw)})]
     if real_only:
         return pd.concat(parts, ignore_index=True).merge(ref, on=KEYS).assign(
             store=Path(path).name)
