@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import real_curves_eb4c8ec as old
+import shared_shape
 
 from mutransfer.analysis.choice import resolve
 from mutransfer.analysis.drift import drift_table
@@ -94,7 +95,11 @@ def per_parameterization(f):
 
 
 ESTIMATORS = {"new": per_parameterization(new_answers),
-              "eb4c8ec": per_parameterization(old_answers)}
+              "eb4c8ec": per_parameterization(old_answers),
+              "shared": per_parameterization(shared_shape.answers),  # --est only
+              "shared_parabola": per_parameterization(
+                  lambda trials: shared_shape.answers(trials, [0.0]))}  # --est only
+DEFAULT_ESTIMATORS = ["new", "eb4c8ec"]
 
 
 def sub_grids(trials: pd.DataFrame):
@@ -245,6 +250,9 @@ def side_by_side(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     wide.columns = [f"{v}_{e}" for v, e in wide.columns]
     if {"spread_mean_new", "spread_mean_eb4c8ec"} <= set(wide.columns):
         wide["worse"] = wide["spread_mean_new"] > wide["spread_mean_eb4c8ec"] + 1e-9
+    if {"spread_mean_shared", "spread_mean_eb4c8ec"} <= set(wide.columns):
+        wide["worse_shared"] = (wide["spread_mean_shared"]
+                                > wide["spread_mean_eb4c8ec"] + 1e-9)
     return wide.reset_index()
 
 
@@ -264,7 +272,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("stores", nargs="+")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--est", nargs="+", default=list(ESTIMATORS))
+    ap.add_argument("--est", nargs="+", default=DEFAULT_ESTIMATORS, choices=list(ESTIMATORS))
     ap.add_argument("--set", nargs="*", default=[], help="MODULE.NAME=VALUE (tuning)")
     ap.add_argument("--window", type=float, default=FIT_WINDOW)
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEED_SETS))
