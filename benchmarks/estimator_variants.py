@@ -224,6 +224,17 @@ def log_scatter(s2, df):
     return ok, y, bias
 
 
+def core_level(x, s2, df, centre, radius):
+    """(ok mask, (L,) log scatter of every LR, the df-weighted mean log scatter of the ok LRs
+    within `radius` octaves of `centre` (None without one), the chi-square bias term)."""
+    ok, _, bias = log_scatter(s2, df)
+    ly = np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR))
+    core = ok & (np.abs(x - centre) <= radius + 1e-9)
+    if not core.any():
+        return ok, ly, None, bias
+    return ok, ly, float((df[core] * ly[core]).sum() / df[core].sum()), bias
+
+
 def blowup_model(k: float):
     """pointnoise.smooth_model fitted without the window's blow-up LRs: those whose scatter
     exceeds k x the near-optimum level (the df-weighted mean log scatter of the LRs within
@@ -232,14 +243,10 @@ def blowup_model(k: float):
     base = pointnoise.smooth_model
 
     def smooth_model(x, s2, df, centre):
-        ok, y, bias = log_scatter(s2, df)
-        near = ok & (np.abs(x - centre) <= NEAR + 1e-9)
-        if not near.any():
+        ok, ly, level, bias = core_level(x, s2, df, centre, NEAR)
+        if level is None:
             return base(x, s2, df, centre)
-        yn = np.log(np.maximum(s2[near], pointnoise.VAR_FLOOR))
-        level = float((df[near] * yn).sum() / df[near].sum()) + bias
-        blown = ok & (np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR)) > level
-                      + np.log(k))
+        blown = ok & (ly > level + bias + np.log(k))
         return base(x, np.where(blown, np.nan, s2), np.where(blown, 0.0, df), centre)
 
     return smooth_model
@@ -257,12 +264,9 @@ def core_model(radius: float):
     base = pointnoise.smooth_model
 
     def smooth_model(x, s2, df, centre):
-        ok, y, bias = log_scatter(s2, df)
-        core = ok & (np.abs(x - centre) <= radius + 1e-9)
-        if not core.any():
+        ok, ly, level, bias = core_level(x, s2, df, centre, radius)
+        if level is None:
             return base(x, s2, df, centre)
-        ly = np.log(np.maximum(np.nan_to_num(s2), pointnoise.VAR_FLOOR))
-        level = float((df[core] * ly[core]).sum() / df[core].sum())
         out = np.full(len(x), level)
         for side in (centre - x, x - centre):
             t = np.maximum(side - radius, 0.0)
