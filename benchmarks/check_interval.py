@@ -27,8 +27,9 @@ of log2 lr* per width (each seed fitted alone: the spread the seeds' jackknife e
 pooled drift's s.e. from the data with every seed, against the LRs each grid runs.
 
 `replay` reads a stored check run's trials of the seeds named (`PATH@10,11`) as `check` reads
-them and prints the drift, its interval and the equivalence verdict at ±0.12; under
-`estimator_variants.py` it gives a variant's verdicts on the same trials.
+them and prints the drift, its interval and the equivalence verdict at check's default
+tolerance (check_spec.TOLERANCE); under `estimator_variants.py` it gives a variant's verdicts
+on the same trials.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mutransfer.analysis.checkverdict import equivalence  # noqa: E402
 from mutransfer.analysis.choice import resolve  # noqa: E402
 from mutransfer.analysis.drift import PLACEMENT_SD, drift_table, slope_stderr  # noqa: E402
 from mutransfer.analysis.groups import prepare  # noqa: E402
@@ -50,6 +52,7 @@ from mutransfer.analysis.intervals import grid_sd  # noqa: E402
 from mutransfer.analysis.optimum import group_optima, optimum_tables  # noqa: E402
 from mutransfer.analysis.tdist import t_quantile  # noqa: E402
 from mutransfer.analysis_defaults import FIT_WINDOW  # noqa: E402
+from mutransfer.commands.check_spec import TOLERANCE  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 LEVEL = 0.95
@@ -197,9 +200,6 @@ def seednoise(path: str) -> None:
                   f"{r['se_seeds']:.3f} |")
 
 
-TOLERANCE = 0.12  # check.tolerance's default
-
-
 def replay(spec: str) -> None:
     """The drift and the equivalence verdict `check` would give on a stored run's trials of
     the seeds named (`PATH@0,1,2,3`; every seed without): no new trials."""
@@ -210,8 +210,7 @@ def replay(spec: str) -> None:
     lr_opt, drift, _, _ = answers(trials)
     d = drift.iloc[0]
     lo, hi = float(d["ci_low"]), float(d["ci_high"])
-    verdict = "PASS" if -TOLERANCE <= lo and hi <= TOLERANCE else \
-        "FAIL" if lo > TOLERANCE or hi < -TOLERANCE else "INCONCLUSIVE"
+    verdict = equivalence(lo, hi, TOLERANCE) or "INCONCLUSIVE"
     opts = " ".join(f"{v:+.2f}" for v in np.log2(lr_opt.sort_values("width")["lr_opt"]))
     print(f"{spec}: drift {d['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] (s.e. seeds "
           f"{d['se_seeds']:.3f}, placement {d['se_placement']:.3f}, df {d['ci_df']}) {verdict}; "
