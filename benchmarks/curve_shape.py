@@ -40,14 +40,14 @@ sys.path.insert(0, str(Path(__file__).parent))  # search_replay beside it
 
 from real_curves import CUT, ESTIMATORS, INSIDE, SPACINGS  # noqa: E402
 from search_replay import replay, store_spec  # noqa: E402
+from shared_shape import linex  # noqa: E402
 
 from mutransfer.analysis.fit import WINDOW_STEPS, tricube  # noqa: E402
 from mutransfer.analysis_defaults import FIT_WINDOW  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 SHAPES = {
-    "k": (lambda t, k: t * t if k == 0 else 2 * (np.expm1(k * t) - k * t) / k**2,
-          np.round(np.arange(-1.5, 3.01, 0.1), 2)),
+    "k": (linex, np.round(np.arange(-1.5, 3.01, 0.1), 2)),
     "r": (lambda t, r: np.where(t < 0, t * t, r * t * t),
           np.round(np.exp(np.arange(-1, 2.61, 0.1)), 2)),
     "p": (lambda t, p: np.abs(t) ** p, np.round(np.arange(1.0, 3.01, 0.1), 2)),

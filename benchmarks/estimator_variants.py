@@ -69,6 +69,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import shared_shape  # beside this script: the linex curve
 
 import mutransfer.analysis.cells as cells
 import mutransfer.analysis.fit as fit
@@ -172,17 +173,15 @@ def linex(k: float) -> None:
     starts from the parabola's closed form and takes Gauss-Newton steps (each the best of a
     full, half or quarter step, or none); the window's fixed point is fit.fit_optimum's."""
 
-    def shape(t):
-        return 2.0 * (np.expm1(k * t) - k * t) / (k * k)
-
     def model(x, params):
         c, a, v = (params[:, i:i + 1] for i in range(3))
-        return c + a * shape(x[None, :] - v)
+        return c + a * shared_shape.linex(x[None, :] - v, k)
 
     def jacobian(x, params):
         a, v = params[:, 1:2], params[:, 2:3]
         t = x[None, :] - v
-        return np.stack([np.ones_like(t), shape(t), -a * 2.0 * np.expm1(k * t) / k], axis=-1)
+        return np.stack([np.ones_like(t), shared_shape.linex(t, k),
+                         -a * 2.0 * np.expm1(k * t) / k], axis=-1)
 
     parabola = fit.weighted_parabola
 

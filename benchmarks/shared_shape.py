@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import mutransfer.analysis.optimum as optimum  # by module: estimator_variants patches it
 from mutransfer.analysis.choice import resolve
 from mutransfer.analysis.fit import grid_window, tricube
 from mutransfer.analysis.groups import prepare
-from mutransfer.analysis.optimum import group_optima, optimum_tables, seed_variance
 from mutransfer.analysis_defaults import FIT_WINDOW
 
 K_PRIOR = 0.1      # the prior's centre: the dense stores' asymmetry
@@ -43,6 +43,8 @@ TOL = 1e-4         # octaves: the v_i have stopped moving
 
 
 def linex(t: np.ndarray, k: float) -> np.ndarray:
+    """The linex shape 2 (e^{kt} - 1 - kt) / k^2 (k > 0: steeper above t = 0), t^2 at k = 0:
+    the one curve of fixed asymmetry every benchmark of this folder reads."""
     return t * t if abs(k) < 1e-9 else 2.0 * (np.expm1(k * t) - k * t) / (k * k)
 
 
@@ -107,8 +109,8 @@ def answers(trials: pd.DataFrame, ks=K_GRID) -> tuple[pd.DataFrame, pd.DataFrame
     """real_curves.py's (lr* table, drift table) of one parameterization's trials, the linex
     asymmetry one of `ks` (ks = [0]: a parabola whose curvature the widths share)."""
     prep = prepare(trials, resolve(trials, None, None, {}))
-    optima = group_optima(prep, FIT_WINDOW)
-    lr_opt, _ = optimum_tables(optima, prep.group_cols)
+    optima = optimum.group_optima(prep, FIT_WINDOW)
+    lr_opt, _ = optimum.optimum_tables(optima, prep.group_cols)
     main = dict(zip(zip(*(lr_opt[c] for c in prep.group_cols)), np.log2(lr_opt["lr_opt"])))
     edge = dict(zip(zip(*(lr_opt[c] for c in prep.group_cols)), lr_opt["edge"].astype(bool)))
     out = dict(main)
@@ -123,7 +125,7 @@ def answers(trials: pd.DataFrame, ks=K_GRID) -> tuple[pd.DataFrame, pd.DataFrame
         for g in members:
             curve = g.stats.usable_loss[0]
             inside = g.fit.weights[0] > 0
-            var = seed_variance(g.arrays, g.stats, inside) / g.stats.n_loss[0]
+            var = optimum.seed_variance(g.arrays, g.stats, inside) / g.stats.n_loss[0]
             ok = np.isfinite(curve) & np.isfinite(var) & (var > 0)
             x.append(g.arrays.log2_lr[ok])
             y.append(curve[ok])
