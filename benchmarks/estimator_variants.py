@@ -69,6 +69,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import real_curves  # beside this script: its complete_cells (the oracle's dense groups)
 import shared_shape  # beside this script: the linex curve
 
 import mutransfer.analysis.cells as cells
@@ -393,15 +394,7 @@ def pooled_weigh(groups, stats, curves, window, inside):
     for members in families.values():
         seed_var[members] = family_variance(x, [scat[m] for m in members],
                                             [stats[m].usable[0] for m in members])
-    n_loss = np.vstack([st.n_loss[0] for st in stats])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_var = seed_var / n_loss
-    first = fit.fit_optimum(x, curves, window, point_var=mean_var)
-    tau2 = np.array([pointnoise.lack_of_fit(x, curves[i], mean_var[i], first.row(i))
-                     for i in range(len(groups))])
-    point_var = mean_var + tau2[:, None]
-    fits = fit.fit_optimum(x, curves, window, point_var=point_var)
-    return optimum.Weighed(seed_var, tau2, point_var, first, fits)
+    return optimum.weigh_by(x, stats, curves, window, seed_var)
 
 
 QUARTER = 4  # the dense stores' LRs sit on a quarter-octave grid
@@ -453,8 +446,6 @@ class OracleVariance:
         return pointnoise.smooth_model(x, s2, df, centre)
 
     def learn(self, trials) -> None:
-        import real_curves  # this folder's, on sys.path once main() has run
-
         trials = real_curves.complete_cells(trials[trials["status"].astype(str) != "failed"])
         for _, sub in trials.groupby("parameterization"):
             prep = prepare(sub, resolve(sub, None, None, {}))

@@ -123,16 +123,22 @@ class Weighed:
 def weigh(groups: list[tuple[tuple, SeedLrArrays]], stats: list[CellStats], curves: np.ndarray,
           window: np.ndarray, inside: np.ndarray) -> Weighed:
     """The noise model of each group from its LRs `inside` (B, L), and the two fits."""
-    log2_lr = groups[0][1].log2_lr
     seed_var = np.vstack([seed_variance(arr, st, inside[i])
                           for i, ((_, arr), st) in enumerate(zip(groups, stats))])
+    return weigh_by(groups[0][1].log2_lr, stats, curves, window, seed_var)
+
+
+def weigh_by(log2_lr: np.ndarray, stats: list[CellStats], curves: np.ndarray,
+             window: np.ndarray, seed_var: np.ndarray) -> Weighed:
+    """The two fits that one seed's variance at each LR, `seed_var` (B, L), weighs: the first by
+    the seeds' noise of each LR's mean alone, the second with each LR's own effect added."""
     n_loss = np.vstack([st.n_loss[0] for st in stats])
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_var = seed_var / n_loss
     first = fit_optimum(log2_lr, curves, window, point_var=mean_var)
     # each LR's own effect, common to its seeds (pointnoise.lack_of_fit), joins its variance
     tau2 = np.array([lack_of_fit(log2_lr, curves[i], mean_var[i], first.row(i))
-                     for i in range(len(groups))])
+                     for i in range(len(curves))])
     point_var = mean_var + tau2[:, None]
     fits = fit_optimum(log2_lr, curves, window, point_var=point_var)
     return Weighed(seed_var, tau2, point_var, first, fits)
