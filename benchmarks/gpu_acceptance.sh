@@ -2,36 +2,66 @@
 # The GPU acceptance in one command: every figure that still has none (benchmarks/README.md,
 # "Running on a GPU"), run on a CUDA machine, into one markdown summary.
 #
-#   bash benchmarks/gpu_acceptance.sh [OUT_DIR]     # default: gpu-acceptance-<UTC time>/
-#   bash benchmarks/gpu_acceptance.sh --list        # the steps it runs, without running them
+#   bash benchmarks/gpu_acceptance.sh [--minutes M] [OUT_DIR]   # default: gpu-acceptance-<UTC time>/
+#   bash benchmarks/gpu_acceptance.sh --list                    # the steps, without running them
 #
-# Steps: mutransfer doctor (each scan backend against the reference, timed; auto's choice);
-# the GPU tests (pytest -m gpu); benchmarks/scan.py (the scan table, then --sweep of launch
-# configurations); benchmarks/train_gpu.py (tokens/s beside mamba_ssm, then --profile 1024);
-# benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
-# benchmarks/data_throughput.py (the token cache's loader); and sweeps/gpu_width.yaml as a
-# transfer search. mamba_ssm's columns need its CUDA build (see benchmarks/README.md); with
-# MAMBA_INSTALL=1 the script builds it first (nvcc and a CUDA torch needed; minutes).
-# Each step's output goes to OUT_DIR/<step>.log and into OUT_DIR/summary.md; a failing step
-# is recorded and the others still run; the exit code is 1 when any step failed.
+# Steps, most wanted first: mutransfer doctor (each scan backend against the reference, timed;
+# auto's choice); the GPU tests (pytest -m gpu); benchmarks/scan.py (the scan table); 
+# benchmarks/train_gpu.py (tokens/s beside mamba_ssm); benchmarks/memory_estimate.py (the cost
+# model's peak memory against a measured step); benchmarks/data_throughput.py (the token
+# cache's loader); train_gpu.py --profile 1024; scan.py --sweep (launch configurations); and
+# sweeps/gpu_width.yaml as a transfer search, last, cut at the deadline (its store resumes) and
+# analysed as far as it got.
+# With --minutes M (or GPU_ACCEPT_MINUTES) no step starts after M minutes from the start and a
+# running one is stopped there: the lent machine's time is short. Each step's output goes to
+# OUT_DIR/<step>.log and into OUT_DIR/summary.md; a failing step is recorded and the others
+# still run; the exit code is 1 when any step failed.
+# On the lent GPU machine (no registry, no Ray, pydantic or optuna) carry the kit that
+# benchmarks/device_kit.sh makes here (.devkit/): it is installed first
+# (benchmarks/device_setup.sh) and mamba_ssm's and causal-conv1d's CUDA extensions are compiled
+# from its sources in the background (benchmarks/build_cuda_refs.py) while the first steps run;
+# the side-by-side columns wait for them. Elsewhere mamba_ssm's columns need its CUDA build at
+# hand (MAMBA_INSTALL=1 builds it from the registry first: nvcc and a CUDA torch, minutes).
 # Without CUDA it says so in one line and exits 2, having run and written nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python}"
+PY="${PYTHON:-python3}"
+MINUTES="${GPU_ACCEPT_MINUTES:-}"
+LIST=0
+ARGS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --list) LIST=1; shift ;;
+    --minutes)
+      [[ $# -gt 1 ]] || { echo "gpu_acceptance: --minutes needs a number of minutes" >&2; exit 2; }
+      MINUTES="$2"; shift 2 ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+# the CLI from the checkout where it is not installed (the lent machine runs the repository)
+MT="mutransfer"
+command -v mutransfer > /dev/null 2>&1 || MT="$PY -m mutransfer.cli"
 
+# name|command; wait-cuda-refs waits for the background build of the reference kernels; $LEFT
+# is the seconds left before the deadline when the step starts
 STEPS=(
-  "doctor|mutransfer doctor"
+  "doctor|$MT doctor"
   "gpu-tests|$PY -m pytest -m gpu -q -p no:cacheprovider"
+  "wait-cuda-refs|wait_cuda_refs"
   "scan|$PY benchmarks/scan.py --json \$OUT/scan.json"
-  "scan-sweep|$PY benchmarks/scan.py --sweep"
   "train-gpu|$PY benchmarks/train_gpu.py"
-  "train-gpu-profile|$PY benchmarks/train_gpu.py --profile 1024"
   "memory-estimate|$PY benchmarks/memory_estimate.py"
   "data-throughput|$PY benchmarks/data_throughput.py"
-  "gpu-width-transfer|mutransfer sweep \$OUT/gpu_width_transfer.yaml --no-analysis && mutransfer analyze \$OUT/gpu_width_transfer"
+  "train-gpu-profile|$PY benchmarks/train_gpu.py --profile 1024"
+  "scan-sweep|$PY benchmarks/scan.py --sweep"
+  "gpu-width-transfer|timeout \$((LEFT > 180 ? LEFT - 90 : LEFT / 2)) $MT sweep \$OUT/gpu_width_transfer.yaml --no-analysis; $MT analyze \$OUT/gpu_width_transfer"
 )
 
-if [[ "${1:-}" == "--list" ]]; then
+if [[ -n "$MINUTES" ]] && ! [[ "$MINUTES" =~ ^[1-9][0-9]*$ ]]; then
+  echo "gpu_acceptance: --minutes '$MINUTES': give whole minutes, at least 1" >&2
+  exit 2
+fi
+if [[ $LIST == 1 ]]; then
   for s in "${STEPS[@]}"; do echo "${s%%|*}: ${s#*|}"; done
   exit 0
 fi
@@ -41,11 +71,35 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
   exit 2
 fi
 
-OUT="${1:-gpu-acceptance-$(date -u +%Y%m%dT%H%M%SZ)}"
+START=$(date +%s)
+DEADLINE=$(( START + ${MINUTES:-100000} * 60 ))
+OUT="${ARGS[0]:-gpu-acceptance-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 export OUT
 SUMMARY="$OUT/summary.md"
+
+KIT_LINE="none"
+BUILD_PID=""
+if [[ -d .devkit ]]; then
+  # shellcheck source=benchmarks/device_setup.sh
+  if . benchmarks/device_setup.sh .devkit > "$OUT/device-setup.log" 2>&1; then
+    KIT_LINE="$(tail -n 1 "$OUT/device-setup.log")"
+    if ! "$PY" -c "import selective_scan_cuda" 2>/dev/null && [[ -d .devkit/src/mamba ]]; then
+      "$PY" benchmarks/build_cuda_refs.py --src .devkit/src --out "$DEVKIT_BUILD" \
+        > "$OUT/build-cuda-refs.log" 2>&1 &
+      BUILD_PID=$!
+    fi
+  else
+    KIT_LINE="failed: $(tail -n 1 "$OUT/device-setup.log")"
+  fi
+fi
+wait_cuda_refs() {  # the background build's outcome (nothing to wait for without one)
+  if [[ -z "$BUILD_PID" ]]; then echo "no build of the reference kernels was started"; return 0; fi
+  wait "$BUILD_PID"; local rc=$?
+  cat "$OUT/build-cuda-refs.log"
+  return $rc
+}
 
 if [[ "${MAMBA_INSTALL:-0}" == "1" ]] && ! "$PY" -c "import selective_scan_cuda" 2>/dev/null; then
   MAMBA_KEEP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "$PY" -m pip install --no-build-isolation \
@@ -68,8 +122,9 @@ PYEOF
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), host: $(hostname)"
   echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' -)"
   echo "- git: $(git rev-parse --short=12 HEAD 2>/dev/null || echo none)$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +)"
-  echo "- versions: $("$PY" -c 'from mutransfer.results.store import versions; print(versions())')"
-  echo "- mamba_ssm: $("$PY" -c 'import mamba_ssm, selective_scan_cuda; print(mamba_ssm.__version__)' 2>/dev/null || echo 'not available: its columns are -')"
+  echo "- versions: $("$PY" -c 'from mutransfer.results.store import versions; print(versions())' 2>&1 | tail -n 1)"
+  echo "- device kit: $KIT_LINE"
+  echo "- budget: ${MINUTES:-none} minutes"
   echo
   echo "| step | exit | seconds |"
   echo "|---|---|---|"
@@ -80,10 +135,20 @@ BODY="$OUT/.body.md"
 : > "$BODY"
 for s in "${STEPS[@]}"; do
   name="${s%%|*}"
+  LEFT=$(( DEADLINE - $(date +%s) ))
+  if (( LEFT < 30 )); then
+    echo "| $name | skipped (budget) | 0 |" >> "$SUMMARY"
+    echo "== $name: skipped, the budget (${MINUTES} min) is spent"
+    continue
+  fi
   cmd="$(eval echo "\"${s#*|}\"")"
   echo "== $name: $cmd"
   start=$(date +%s)
-  bash -c "$cmd" > "$OUT/$name.log" 2>&1
+  if [[ "$name" == wait-cuda-refs ]]; then
+    wait_cuda_refs > "$OUT/$name.log" 2>&1
+  else
+    timeout "$LEFT" bash -c "$cmd" > "$OUT/$name.log" 2>&1
+  fi
   rc=$?
   secs=$(( $(date +%s) - start ))
   [[ $rc -ne 0 ]] && failed=1

@@ -1,16 +1,21 @@
 """benchmarks/gpu_acceptance.sh on a machine without CUDA: one clear line, exit 2, nothing
-run or written (on a GPU machine it runs every step; its figures go to benchmarks/README.md)."""
+run or written (on a GPU machine it runs every step; its figures go to benchmarks/README.md);
+and the kit that lets it run on the lent GPU machine, which has no registry and no pydantic,
+optuna or Ray (benchmarks/device_setup.sh installs it there; build_cuda_refs.py compiles the
+reference kernels there)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).parent.parent / "benchmarks" / "gpu_acceptance.sh"
+BENCH = Path(__file__).parent.parent / "benchmarks"
+SCRIPT = BENCH / "gpu_acceptance.sh"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -32,9 +37,76 @@ def test_it_lists_every_step_that_still_has_no_figure():
     done = run("--list")
     assert done.returncode == 0
     steps = dict(line.split(": ", 1) for line in done.stdout.splitlines())
-    assert steps["doctor"] == "mutransfer doctor"
+    # the CLI from the checkout where it is not installed (PATH here holds no `mutransfer`)
+    assert steps["doctor"] == f"{sys.executable} -m mutransfer.cli doctor"
     assert "-m pytest -m gpu" in steps["gpu-tests"]
     assert "benchmarks/scan.py" in steps["scan"] and "--sweep" in steps["scan-sweep"]
     assert "benchmarks/train_gpu.py" in steps["train-gpu"]
     assert "benchmarks/memory_estimate.py" in steps["memory-estimate"]
     assert "gpu_width_transfer.yaml" in steps["gpu-width-transfer"]
+    # the reference kernels' background build is awaited before the side-by-side steps
+    order = list(steps)
+    assert order.index("wait-cuda-refs") < order.index("scan") < order.index("train-gpu")
+    assert order[-1] == "gpu-width-transfer"  # the long one last, cut at the deadline
+
+
+@pytest.mark.parametrize("args", [["--minutes", "0"], ["--minutes", "nine"], ["--minutes"]])
+def test_a_bad_budget_is_one_line_and_exit_2(args, tmp_path):
+    done = run(*args, str(tmp_path / "acceptance"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--minutes" in done.stderr and done.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "acceptance").exists()
+
+
+def wheel(folder: Path, name: str) -> Path:
+    """A minimal pure-Python wheel of package `name` (what pip installs from the kit)."""
+    path = folder / f"{name}-0.1-py3-none-any.whl"
+    info = f"{name}-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}/__init__.py", "KIT = True\n")
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: "
+                                    "true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def source_setup(kit: Path, site: Path, then: str) -> subprocess.CompletedProcess:
+    script = f". {BENCH / 'device_setup.sh'} {kit} && {then}"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=BENCH.parent, env={"PATH": "/usr/bin:/bin",
+                                                 "PYTHON": sys.executable,
+                                                 "DEVKIT_SITE": str(site),
+                                                 "DEVKIT_BUILD": str(site / "build")})
+
+
+def test_the_kit_installs_offline_and_goes_on_the_path(tmp_path):
+    kit = tmp_path / "kit"
+    (kit / "wheels").mkdir(parents=True)
+    wheel(kit / "wheels", "kitpkg")
+    ray_site = tmp_path / "ray-site" / "fakeray"
+    ray_site.mkdir(parents=True)
+    (ray_site / "__init__.py").write_text("RAY = True\n")
+    subprocess.run(["tar", "-cJf", str(kit / "ray.tar.xz"), "-C", str(ray_site.parent), "."],
+                   check=True)
+    (kit / "src" / "mamba" / "mambapkg").mkdir(parents=True)
+    (kit / "src" / "mamba" / "mambapkg" / "__init__.py").write_text("")
+    done = source_setup(kit, tmp_path / "site", f"{sys.executable} -c "
+                        "'import kitpkg, fakeray, mambapkg, mutransfer; print(kitpkg.KIT)'")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("device_setup: kit installed")
+    assert done.stdout.splitlines()[-1] == "True"
+
+
+def test_without_a_kit_setup_says_so_and_changes_nothing(tmp_path):
+    done = source_setup(tmp_path / "none", tmp_path / "site", 'echo "PYTHONPATH=$PYTHONPATH"')
+    assert done.returncode == 1 and "no kit at" in done.stderr
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine builds the kernels")
+def test_the_reference_build_needs_cuda(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "build_cuda_refs.py"), "--out",
+                           str(tmp_path / "build")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no CUDA device here" in done.stderr
+    assert not (tmp_path / "build").exists()
