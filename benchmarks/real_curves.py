@@ -38,6 +38,7 @@ from mutransfer.analysis.choice import resolve
 from mutransfer.analysis.drift import drift_table
 from mutransfer.analysis.groups import prepare
 from mutransfer.analysis.optimum import group_optima, optimum_tables
+from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.results.store import Store
 
@@ -184,9 +185,9 @@ def with_reference(rows: pd.DataFrame, dense: dict, value: str, keys: list[str])
     return rows.merge(pd.concat(refs), on=["est", *keys], how="left")
 
 
-def summarize(rows: pd.DataFrame, value: str, keys: list[str]) -> pd.DataFrame:
-    """Per (store, est, keys, spacing, n_seeds): spread over offsets, cross-coverage, coverage
-    of the dense answer, half-width, fraction with an interval."""
+def marked(rows: pd.DataFrame, value: str) -> pd.DataFrame:
+    """rows with `has` (an interval), `covers` (it holds the dense answer), `half` and
+    `inside` (the dense optimum >= INSIDE octaves inside the sub-grid, no edge)."""
     rows = rows.reset_index(drop=True)  # rows of several stores repeat each other's index
     rows["has"] = np.isfinite(rows["lo"]) & np.isfinite(rows["hi"])
     rows["covers"] = (rows["lo"] <= rows["ref"]) & (rows["ref"] <= rows["hi"])
@@ -196,6 +197,12 @@ def summarize(rows: pd.DataFrame, value: str, keys: list[str]) -> pd.DataFrame:
                           & (rows["span_hi"] - rows["ref"] >= INSIDE) & ~rows["edge"])
     else:
         rows["inside"] = ~rows["edge"]
+    return rows
+
+
+def per_grid(rows: pd.DataFrame, value: str, keys: list[str]) -> tuple[list, list]:
+    """Per (store, est, keys, spacing, window, seeds) whose offsets all count: the spread of
+    `value` over the offsets, and the fraction of offset pairs inside each other's interval."""
     grid_keys = ["store", "est", *keys, "spacing", "window", "n_seeds", "seeds"]
     spreads, cross = [], []
     for _, g in rows.groupby(grid_keys):
@@ -210,6 +217,14 @@ def summarize(rows: pd.DataFrame, value: str, keys: list[str]) -> pd.DataFrame:
             if pairs:
                 cross.append({**dict(zip(grid_keys, g.iloc[0][grid_keys])),
                               "cross": float(np.mean(pairs))})
+    return spreads, cross
+
+
+def summarize(rows: pd.DataFrame, value: str, keys: list[str]) -> pd.DataFrame:
+    """Per (store, est, keys, spacing, n_seeds): spread over offsets, cross-coverage, coverage
+    of the dense answer, half-width, fraction with an interval."""
+    rows = marked(rows, value)
+    spreads, cross = per_grid(rows, value, keys)
     sp = pd.DataFrame(spreads)
     cr = pd.DataFrame(cross)
     out_keys = ["store", "est", *keys, "spacing", "n_seeds"]
@@ -254,6 +269,31 @@ def side_by_side(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         wide["worse_shared"] = (wide["spread_mean_shared"]
                                 > wide["spread_mean_eb4c8ec"] + 1e-9)
     return wide.reset_index()
+
+
+def paired(rows: pd.DataFrame, value: str, keys: list[str], est: str = "new",
+           base: str = "eb4c8ec") -> pd.DataFrame:
+    """Per cell, `est`'s spread minus `base`'s on the same sub-grids (window and seed subset:
+    a paired difference, n units), its mean and 95% t interval over the units. A cell whose
+    interval lies above 0 is worse beyond what the choice of seeds and window explains; `worse`
+    (side_by_side) compares the two means alone, which with 1-3 units at 8 seeds is a coin
+    toss between estimators of equal spread. Units where either estimator's dense optimum is
+    not inside every offset's grid are left out."""
+    spreads, _ = per_grid(marked(rows, value), value, keys)
+    sp = pd.DataFrame(spreads)
+    cells = ["store", *keys, "spacing", "n_seeds"]
+    wide = sp.pivot_table(index=[*cells, "window", "seeds"], columns="est",
+                          values="spread").dropna(subset=[est, base])
+    out = []
+    for cell, g in (wide[est] - wide[base]).groupby(level=list(range(len(cells)))):
+        d = g.to_numpy()
+        t = t_quantile(0.95, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 \
+            else np.inf
+        out.append({**dict(zip(cells, cell)), "n": len(d), "diff": d.mean(),
+                    "lo": d.mean() - t, "hi": d.mean() + t})
+    out = pd.DataFrame(out)
+    out["verdict"] = np.where(out["lo"] > 0, "worse", np.where(out["hi"] < 0, "better", ""))
+    return out
 
 
 def apply_settings(settings: list[str]) -> None:
@@ -309,6 +349,13 @@ def main() -> None:
         print(side_by_side(opt, ["parameterization", "width"]).round(3).to_string(index=False))
         print("\ndrift per family, side by side:")
         print(side_by_side(drift, ["parameterization"]).round(3).to_string(index=False))
+    if {"new", "eb4c8ec"} <= set(ESTIMATORS):
+        pairs = paired(pd.concat(all_opt), "log2_opt", ["parameterization", "width"])
+        print("\nlr* spread, new minus eb4c8ec on the same sub-grids (paired; 95% t interval):")
+        print(pairs[pairs["diff"] > 0].round(3).to_string(index=False))
+        print(f"{len(pairs)} cells: new's mean spread higher in {(pairs['diff'] > 0).sum()}, "
+              f"significantly worse in {(pairs['verdict'] == 'worse').sum()}, "
+              f"significantly better in {(pairs['verdict'] == 'better').sum()}")
     print("\nlr*, over every cell:")
     print(overall(opt).round(3).to_string(index=False))
     print("\ndrift, over every family:")
