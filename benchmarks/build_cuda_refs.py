@@ -16,7 +16,8 @@ ninja on every core:
 
 Each built module lands as OUT/<name>.so (put OUT on PYTHONPATH, with the source trees for the
 Python packages: benchmarks/device_setup.sh does both). One line per extension: built, with the
-seconds it took, or why not; exit 1 when one failed, 2 without CUDA (nothing built).
+seconds it took, or why not (a failed build adds the compiler's last 40 lines); exit 1 when
+one failed, 2 without CUDA (nothing built).
 """
 
 from __future__ import annotations
@@ -96,9 +97,10 @@ def main() -> int:
             continue
         try:
             print(build(name, folder, sources, std, out, arch), flush=True)
-        except Exception as exc:  # a compiler error: say it in one line, build the other
-            print(f"{name}: build failed: {type(exc).__name__}: {str(exc).splitlines()[-1:]}",
-                  flush=True)
+        except Exception as exc:  # a compiler error: its last lines, then build the other
+            lines = str(exc).splitlines()
+            print(f"{name}: build failed: {type(exc).__name__}; the compiler's last lines:",
+                  *lines[-40:], sep="\n", flush=True)
             failed = 1
     return failed
 
