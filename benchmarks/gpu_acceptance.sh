@@ -5,13 +5,13 @@
 #   bash benchmarks/gpu_acceptance.sh [--minutes M] [OUT_DIR]   # default: gpu-acceptance-<UTC time>/
 #   bash benchmarks/gpu_acceptance.sh --list                    # the steps, without running them
 #
-# Steps, most wanted first: mutransfer doctor (each scan backend against the reference, timed;
-# auto's choice); the GPU tests (pytest -m gpu); benchmarks/scan.py (the scan table); 
-# benchmarks/train_gpu.py (tokens/s beside mamba_ssm); benchmarks/memory_estimate.py (the cost
-# model's peak memory against a measured step); benchmarks/data_throughput.py (the token
-# cache's loader); train_gpu.py --profile 1024; scan.py --sweep (launch configurations); and
-# sweeps/gpu_width.yaml as a transfer search, last, cut at the deadline (its store resumes) and
-# analysed as far as it got.
+# Steps, most wanted first: the GPU tests (pytest -m gpu); mutransfer doctor (each scan
+# backend, mamba_ssm's too once built, against the reference, timed; auto's choice);
+# benchmarks/scan.py (the scan table); benchmarks/train_gpu.py (tokens/s beside mamba_ssm);
+# benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
+# benchmarks/data_throughput.py (the token cache's loader); train_gpu.py --profile 1024;
+# scan.py --sweep (launch configurations); and sweeps/gpu_width.yaml as a transfer search,
+# last, cut at the deadline (its store resumes) and analysed as far as it got.
 # With --minutes M (or GPU_ACCEPT_MINUTES) no step starts after M minutes from the start and a
 # running one is stopped there: the lent machine's time is short. Each step's output goes to
 # OUT_DIR/<step>.log and into OUT_DIR/summary.md; a failing step is recorded and the others
@@ -19,9 +19,10 @@
 # On the lent GPU machine (no registry, no Ray, pydantic or optuna) carry the kit that
 # benchmarks/device_kit.sh makes here (.devkit/): it is installed first
 # (benchmarks/device_setup.sh) and mamba_ssm's and causal-conv1d's CUDA extensions are compiled
-# from its sources in the background (benchmarks/build_cuda_refs.py) while the first steps run;
-# the side-by-side columns wait for them. Elsewhere mamba_ssm's columns need its CUDA build at
-# hand (MAMBA_INSTALL=1 builds it from the registry first: nvcc and a CUDA torch, minutes).
+# from its sources in the background (benchmarks/build_cuda_refs.py) while the GPU tests run;
+# doctor and the side-by-side columns wait for them. Elsewhere mamba_ssm's columns need its
+# CUDA build at hand (MAMBA_INSTALL=1 builds it from the registry first: nvcc and a CUDA torch,
+# minutes).
 # Without CUDA it says so in one line and exits 2, having run and written nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,9 +46,9 @@ command -v mutransfer > /dev/null 2>&1 || MT="$PY -m mutransfer.cli"
 # name|command; wait-cuda-refs waits for the background build of the reference kernels; $LEFT
 # is the seconds left before the deadline when the step starts
 STEPS=(
-  "doctor|$MT doctor"
   "gpu-tests|$PY -m pytest -m gpu -q -p no:cacheprovider"
   "wait-cuda-refs|wait_cuda_refs"
+  "doctor|$MT doctor"
   "scan|$PY benchmarks/scan.py --json \$OUT/scan.json"
   "train-gpu|$PY benchmarks/train_gpu.py"
   "memory-estimate|$PY benchmarks/memory_estimate.py"
