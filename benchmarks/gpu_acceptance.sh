@@ -11,7 +11,8 @@
 # benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
 # benchmarks/data_throughput.py (the token cache's loader); train_gpu.py --profile 1024;
 # scan.py --sweep (launch configurations); and sweeps/gpu_width.yaml as a transfer search,
-# last, cut at the deadline (its store resumes) and analysed as far as it got.
+# last, stopped as Ctrl-C stops it before the deadline (its store resumes) and analysed as far
+# as it got.
 # With --minutes M (or GPU_ACCEPT_MINUTES) no step starts after M minutes from the start and a
 # running one is stopped there: the lent machine's time is short. Each step's output goes to
 # OUT_DIR/<step>.log and into OUT_DIR/summary.md; a failing step is recorded and the others
@@ -55,7 +56,7 @@ STEPS=(
   "data-throughput|$PY benchmarks/data_throughput.py"
   "train-gpu-profile|$PY benchmarks/train_gpu.py --profile 1024"
   "scan-sweep|$PY benchmarks/scan.py --sweep"
-  "gpu-width-transfer|timeout \$((LEFT > 180 ? LEFT - 90 : LEFT / 2)) $MT sweep \$OUT/gpu_width_transfer.yaml --no-analysis; $MT analyze \$OUT/gpu_width_transfer"
+  "gpu-width-transfer|timeout -s INT -k 60 \$((LEFT > 180 ? LEFT - 90 : LEFT / 2)) $MT sweep \$OUT/gpu_width_transfer.yaml --no-analysis; $MT analyze \$OUT/gpu_width_transfer"
 )
 
 if [[ -n "$MINUTES" ]] && ! [[ "$MINUTES" =~ ^[1-9][0-9]*$ ]]; then
