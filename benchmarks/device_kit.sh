@@ -11,7 +11,7 @@
 #               (what the tests ran with), built for CPython --python on manylinux x86-64;
 #   ray.tar.xz  Ray at this version, installed for that Python into a folder, without its Java
 #               jars and the libraries a sweep never imports (rllib, serve, llm): its 79 MB
-#               wheel is over the 64 MiB a device call carries, this is ~27 MB;
+#               wheel is over the 64 MiB a device call carries, this is ~36 MB;
 #   src/mamba, src/causal-conv1d
 #               `git archive` of state-spaces/mamba v2.3.2.post1 and Dao-AILab/causal-conv1d
 #               v1.6.1.post4 from local clones (the `fetch` tool's mirrors), for

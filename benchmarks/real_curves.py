@@ -350,12 +350,16 @@ def main() -> None:
         print("\ndrift per family, side by side:")
         print(side_by_side(drift, ["parameterization"]).round(3).to_string(index=False))
     if {"new", "eb4c8ec"} <= set(ESTIMATORS):
-        pairs = paired(pd.concat(all_opt), "log2_opt", ["parameterization", "width"])
-        print("\nlr* spread, new minus eb4c8ec on the same sub-grids (paired; 95% t interval):")
-        print(pairs[pairs["diff"] > 0].round(3).to_string(index=False))
-        print(f"{len(pairs)} cells: new's mean spread higher in {(pairs['diff'] > 0).sum()}, "
-              f"significantly worse in {(pairs['verdict'] == 'worse').sum()}, "
-              f"significantly better in {(pairs['verdict'] == 'better').sum()}")
+        for what, rows, value, keys in (
+                ("lr*", all_opt, "log2_opt", ["parameterization", "width"]),
+                ("drift", all_drift, "slope", ["parameterization"])):
+            pairs = paired(pd.concat(rows), value, keys)
+            print(f"\n{what} spread, new minus eb4c8ec on the same sub-grids (paired; 95% t "
+                  "interval):")
+            print(pairs[pairs["diff"] > 0].round(3).to_string(index=False))
+            print(f"{len(pairs)} cells: new's mean spread higher in {(pairs['diff'] > 0).sum()}, "
+                  f"significantly worse in {(pairs['verdict'] == 'worse').sum()}, "
+                  f"significantly better in {(pairs['verdict'] == 'better').sum()}")
     print("\nlr*, over every cell:")
     print(overall(opt).round(3).to_string(index=False))
     print("\ndrift, over every family:")
