@@ -53,3 +53,16 @@ def test_the_chosen_backend_is_remembered_per_device_and_versions():
     path = backends.remember(cpu, "chunked")
     assert backends.remembered(cpu) == "chunked" and path.endswith("scan_backends.json")
     assert "torch " + torch.__version__ in backends.device_key(cpu)
+
+
+def test_an_optional_package_run_from_its_source_tree_is_named_so(tmp_path, capsys,
+                                                                    monkeypatch):
+    # the GPU machine's kit puts mamba_ssm's source on PYTHONPATH, not installed: doctor must
+    # not call it "not installed" (nor, on a failed build, skip its backend as if absent)
+    tree = tmp_path / "mamba-src"
+    (tree / "mamba_ssm").mkdir(parents=True)
+    (tree / "mamba_ssm" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tree))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"mamba-ssm from source ({tree / 'mamba_ssm'})" in out

@@ -12,6 +12,7 @@ one line per problem on stderr.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -69,11 +70,25 @@ def run(args) -> int:
     return 0
 
 
+# the optional packages, by distribution name, and the module each provides
+OPTIONAL = {"triton": "triton", "mamba-ssm": "mamba_ssm", "tiktoken": "tiktoken",
+            "tokenizers": "tokenizers"}
+
+
 def _version(dist: str) -> str | None:
+    """The installed version of `dist`; for an optional package importable without being
+    installed (a source tree on PYTHONPATH, as the GPU machine's kit provides mamba_ssm),
+    "from source (its folder)"; None when neither."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
+        pass
+    module = OPTIONAL.get(dist)
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None:
         return None
+    where = list(spec.submodule_search_locations or []) or [spec.origin]
+    return f"from source ({where[0]})"
 
 
 def versions(r: Report) -> None:
@@ -85,7 +100,7 @@ def versions(r: Report) -> None:
     r.ok(f"python {platform.python_version()}, mutransfer {_version('mutransfer') or '?'}, "
          f"torch {torch.__version__} ({build}), "
          f"ray {_version('ray')}, numpy {_version('numpy')}, pyarrow {_version('pyarrow')}")
-    optional = {d: _version(d) for d in ("triton", "mamba-ssm", "tiktoken", "tokenizers")}
+    optional = {d: _version(d) for d in OPTIONAL}
     r.ok("optional: " + ", ".join(f"{d} {v or 'not installed'}" for d, v in optional.items()))
     if torch.cuda.is_available():
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
