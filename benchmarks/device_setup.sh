@@ -21,10 +21,14 @@ _t0=$(date +%s)
   --upgrade --target "$DEVKIT_SITE" "$_kit"/wheels/*.whl \
   && tar -xJf "$_kit/ray.tar.xz" -C "$DEVKIT_SITE" \
   || { echo "device_setup: installing the kit failed" >&2; return 1 2>/dev/null || exit 1; }
-_abs() { (cd "$1" 2>/dev/null && pwd); }
-export PYTHONPATH="$DEVKIT_SITE:$PWD:$(_abs "$_kit/src/mamba"):$(_abs "$_kit/src/causal-conv1d"):$DEVKIT_BUILD${PYTHONPATH:+:$PYTHONPATH}"
+# the sources the kit staged, by absolute path; none that is missing (an empty PYTHONPATH entry
+# would put the working directory on the path)
+_path="$DEVKIT_SITE:$PWD"
+for _src in "$_kit/src/mamba" "$_kit/src/causal-conv1d"; do
+  [[ -d "$_src" ]] && _path="$_path:$(cd "$_src" && pwd)"
+done
+export PYTHONPATH="$_path:$DEVKIT_BUILD${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$DEVKIT_SITE/bin:$PATH"
 echo "device_setup: kit installed in $(( $(date +%s) - _t0 )) s into $DEVKIT_SITE" \
      "($(ls "$_kit/wheels" | wc -l) wheels and Ray); PYTHONPATH set"
-unset _kit _t0
-unset -f _abs
+unset _kit _t0 _path _src

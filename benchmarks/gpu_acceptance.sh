@@ -96,8 +96,13 @@ if [[ -d .devkit ]]; then
     KIT_LINE="failed: $(tail -n 1 "$OUT/device-setup.log")"
   fi
 fi
-wait_cuda_refs() {  # the background build's outcome (nothing to wait for without one)
+wait_cuda_refs() {  # the background build's outcome, waited for no longer than the deadline
   if [[ -z "$BUILD_PID" ]]; then echo "no build of the reference kernels was started"; return 0; fi
+  while kill -0 "$BUILD_PID" 2>/dev/null && (( $(date +%s) < DEADLINE )); do sleep 2; done
+  if kill -0 "$BUILD_PID" 2>/dev/null; then
+    kill "$BUILD_PID"
+    echo "the build of the reference kernels was still running at the deadline: stopped"
+  fi
   wait "$BUILD_PID"; local rc=$?
   cat "$OUT/build-cuda-refs.log"
   return $rc

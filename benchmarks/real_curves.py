@@ -37,6 +37,7 @@ import shared_shape
 from mutransfer.analysis.choice import resolve
 from mutransfer.analysis.drift import drift_table
 from mutransfer.analysis.groups import prepare
+from mutransfer.analysis.intervals import LEVEL
 from mutransfer.analysis.optimum import group_optima, optimum_tables
 from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis_defaults import FIT_WINDOW
@@ -287,7 +288,7 @@ def paired(rows: pd.DataFrame, value: str, keys: list[str], est: str = "new",
     out = []
     for cell, g in (wide[est] - wide[base]).groupby(level=list(range(len(cells)))):
         d = g.to_numpy()
-        t = t_quantile(0.95, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 \
+        t = t_quantile(LEVEL, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 \
             else np.inf
         out.append({**dict(zip(cells, cell)), "n": len(d), "diff": d.mean(),
                     "lo": d.mean() - t, "hi": d.mean() + t})
@@ -338,8 +339,9 @@ def main() -> None:
             print(dr.round(3).to_string(index=False))
         all_opt.append(with_reference(rows, dense, "log2_opt", ["parameterization", "width"]))
         all_drift.append(with_reference(drows, dense, "slope", ["parameterization"]))
-    opt = summarize(pd.concat(all_opt), "log2_opt", ["parameterization", "width"])
-    drift = summarize(pd.concat(all_drift), "slope", ["parameterization"])
+    opt_rows, drift_rows = pd.concat(all_opt), pd.concat(all_drift)
+    opt = summarize(opt_rows, "log2_opt", ["parameterization", "width"])
+    drift = summarize(drift_rows, "slope", ["parameterization"])
     print("\nlr* per cell (octaves):")
     print(opt.round(3).to_string(index=False))
     print("\ndrift slope per family:")
@@ -351,9 +353,9 @@ def main() -> None:
         print(side_by_side(drift, ["parameterization"]).round(3).to_string(index=False))
     if {"new", "eb4c8ec"} <= set(ESTIMATORS):
         for what, rows, value, keys in (
-                ("lr*", all_opt, "log2_opt", ["parameterization", "width"]),
-                ("drift", all_drift, "slope", ["parameterization"])):
-            pairs = paired(pd.concat(rows), value, keys)
+                ("lr*", opt_rows, "log2_opt", ["parameterization", "width"]),
+                ("drift", drift_rows, "slope", ["parameterization"])):
+            pairs = paired(rows, value, keys)
             print(f"\n{what} spread, new minus eb4c8ec on the same sub-grids (paired; 95% t "
                   "interval):")
             print(pairs[pairs["diff"] > 0].round(3).to_string(index=False))
@@ -367,8 +369,8 @@ def main() -> None:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        pd.concat(all_opt).to_csv(out / "real_curves_rows.csv", index=False)
-        pd.concat(all_drift).to_csv(out / "real_curves_drift_rows.csv", index=False)
+        opt_rows.to_csv(out / "real_curves_rows.csv", index=False)
+        drift_rows.to_csv(out / "real_curves_drift_rows.csv", index=False)
         opt.to_csv(out / "real_curves.csv", index=False)
         drift.to_csv(out / "real_curves_drift.csv", index=False)
 

@@ -93,11 +93,15 @@ def test_the_kit_installs_offline_and_goes_on_the_path(tmp_path):
                    check=True)
     (kit / "src" / "mamba" / "mambapkg").mkdir(parents=True)
     (kit / "src" / "mamba" / "mambapkg" / "__init__.py").write_text("")
-    done = source_setup(kit, tmp_path / "site", f"{sys.executable} -c "
+    done = source_setup(kit, tmp_path / "site", 'echo "$PYTHONPATH" && ' f"{sys.executable} -c "
                         "'import kitpkg, fakeray, mambapkg, mutransfer; print(kitpkg.KIT)'")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].startswith("device_setup: kit installed")
     assert done.stdout.splitlines()[-1] == "True"
+    # no empty entry (it would put the working directory on the path): causal-conv1d's
+    # source is not staged in this kit
+    path = done.stdout.splitlines()[1].split(":")
+    assert "" not in path and not any("causal-conv1d" in p for p in path)
 
 
 def test_without_a_kit_setup_says_so_and_changes_nothing(tmp_path):
