@@ -186,6 +186,17 @@ def test_chunked_is_the_cpu_default():
     assert default_backend("cpu") == "chunked"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the doctor's choice may stand on a GPU")
+def test_cuda_default_is_triton_only_where_it_compiles(monkeypatch):
+    """With no choice of the doctor's, `auto` on CUDA runs triton when it can compile the
+    kernels (3.4 on) and the chunked scan otherwise (torch 2.7 ships triton 3.3)."""
+    triton = pytest.importorskip("triton")
+    monkeypatch.setattr(triton, "__version__", "3.3.1")
+    assert default_backend("cuda") == "chunked"
+    monkeypatch.setattr(triton, "__version__", "3.4.0")
+    assert default_backend("cuda") == "triton"
+
+
 def test_unknown_backend_is_named_in_the_error():
     inputs = make_inputs(1, 3, 2, 4)
     with pytest.raises(ValueError, match="no_such_scan"):

@@ -5,6 +5,7 @@ anything builds them) at tiny shapes; with CUDA the same tests run compiled, plu
 """
 
 import importlib
+import itertools
 import os
 import subprocess
 import sys
@@ -319,6 +320,18 @@ def test_missing_triton_is_a_user_error(monkeypatch):
         triton_scan.load_kernels()
 
 
+def test_a_triton_too_old_to_compile_the_kernels_is_a_user_error(monkeypatch):
+    """triton 3.3 (torch 2.7's) rejects the adjoint's tl.flip along time at compile time,
+    deep inside a training step; the backend says so before it starts."""
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", "3.3.1")
+    with pytest.raises(UserError, match=r"triton 3\.3\.1 .*triton>=3\.4.*'chunked'"):
+        triton_scan.load_kernels()
+    monkeypatch.setattr(triton, "__version__", "3.4.0")
+    assert triton_scan.load_kernels() is not None
+
+
 def test_mismatched_shapes_are_rejected():
     x, opts, _ = make_inputs(**SMALL, **NONE)
     with pytest.raises(ValueError, match="B must be"):
@@ -346,23 +359,35 @@ def _has_nvidia_backend() -> bool:
 
 
 HOPPER_DTYPES = ["bf16", "fp32"]
+# A second triton to compile with, beside the installed one: a folder holding another
+# version's package (.ci/run puts the GPU machine's, 3.6, there). Layouts are the compiler's
+# choice and differ between versions: 3.4-3.6 laid time over the lanes until the tile offsets
+# named channels contiguous (triton_kernels._channels), and 3.9 never did.
+ALT_TRITON = os.environ.get("MUTRANSFER_TRITON_ALT", "")
+TRITONS = ["installed", pytest.param("alt", marks=pytest.mark.skipif(
+    not ALT_TRITON, reason="MUTRANSFER_TRITON_ALT names no second triton"))]
 
 
 @pytest.fixture(scope="module")
 def hopper_compiles(tmp_path_factory):
-    """`triton_compile_check --arch 90` of each dtype, all started at once: each is a fresh
-    process (this one builds interpreted kernels) whose compiler runs on one core, so on a
-    machine of two cores or more they run side by side. dtype -> (process, stdout, stderr)."""
+    """`triton_compile_check --arch 90` of each dtype (and each triton), all started at once:
+    each is a fresh process (this one builds interpreted kernels) whose compiler runs on one
+    core, so on a machine of two cores or more they run side by side.
+    (triton, dtype) -> (process, stdout, stderr)."""
     folder = tmp_path_factory.mktemp("hopper")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    envs = {"installed": env}
+    if ALT_TRITON:
+        envs["alt"] = dict(env, PYTHONPATH=os.pathsep.join(
+            p for p in (ALT_TRITON, env.get("PYTHONPATH", "")) if p))
     runs = {}
-    for dtype in HOPPER_DTYPES:
-        out, err = folder / f"{dtype}.out", folder / f"{dtype}.err"
+    for (which, run_env), dtype in itertools.product(envs.items(), HOPPER_DTYPES):
+        out, err = folder / f"{which}-{dtype}.out", folder / f"{which}-{dtype}.err"
         with out.open("wb") as o, err.open("wb") as e:
             proc = subprocess.Popen([sys.executable, "-m", "mutransfer.ops.triton_compile_check",
                                      "--arch", "90", "--dtype", dtype], stdout=o, stderr=e,
-                                    env=env)
-        runs[dtype] = (proc, out, err)
+                                    env=run_env)
+        runs[which, dtype] = (proc, out, err)
     yield runs
     for proc, _, _ in runs.values():
         if proc.poll() is None:
@@ -373,12 +398,15 @@ def hopper_compiles(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_nvidia_backend(), reason="triton build without the CUDA backend")
 @pytest.mark.parametrize("dtype", HOPPER_DTYPES)
-def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype, hopper_compiles):
+@pytest.mark.parametrize("which", TRITONS)
+def test_kernels_compile_for_hopper_with_lane_local_state_loops(which, dtype, hopper_compiles):
     """What the interpreter cannot check: the compiler accepts every kernel for sm_90 (no GPU
     needed; a fresh process, since this one builds interpreted kernels), and at the default
-    launch sizes none uses shared memory and none spills inside its loop over state indices
-    (the design's point; the backward spills a few values per chunk outside it)."""
-    proc, out, err = hopper_compiles[dtype]
+    launch sizes none uses shared memory, none spills inside its loop over state indices (the
+    design's point; the backward spills a few values per chunk outside it), and the state
+    loops of the forward and of the backward's carry exchange nothing between lanes (each
+    thread holds whole columns of time: no warp shuffle)."""
+    proc, out, err = hopper_compiles[which, dtype]
     assert proc.wait(timeout=300) == 0, err.read_text()[-2000:]
     lines = out.read_text().splitlines()
     heads = [i for i, ln in enumerate(lines) if ": sm_90 cubin" in ln]
@@ -391,6 +419,8 @@ def test_kernels_compile_for_hopper_with_spill_free_state_loops(dtype, hopper_co
         state_loop = lines[i + 1]
         assert "state loop, per element" in state_loop and "exp2 1.00" in state_loop
         assert "local" not in state_loop and "shared" not in state_loop, state_loop
+    for i in heads[:3]:
+        assert "shuffle" not in lines[i + 1], lines[i] + "\n" + lines[i + 1]
 
 
 FULL = dict(batch=2, dim=1536, n=16, L=1000)

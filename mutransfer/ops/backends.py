@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable
 from importlib import metadata
 
@@ -25,6 +26,25 @@ BACKENDS: dict[str, str] = {
     "mamba_ssm": "mutransfer.ops.mamba_ssm_scan:selective_scan_mamba_ssm",
 }
 CHOICES = "scan_backends.json"
+# the oldest triton that compiles the `triton` backend's kernels: 3.3 rejects tl.flip along
+# any axis but the last (the adjoint's flipped scan along time); 3.4-3.6 and 3.9 compile them
+# (python -m mutransfer.ops.triton_compile_check)
+TRITON_MIN = (3, 4)
+
+
+def triton_problem() -> str | None:
+    """Why the `triton` backend cannot run in this install (not installed, or older than
+    TRITON_MIN), or None when it can."""
+    least = ".".join(map(str, TRITON_MIN))
+    try:
+        import triton
+    except ImportError as exc:
+        return f"the triton package is missing ({exc}): install 'mutransfer[triton]'"
+    have = tuple(int(p) for p in re.findall(r"\d+", triton.__version__)[:2])
+    if have < TRITON_MIN:
+        return (f"triton {triton.__version__} cannot compile its kernels: install "
+                f"triton>={least} (torch>=2.8 brings one)")
+    return None
 
 
 def load_backend(backend: str) -> Callable:

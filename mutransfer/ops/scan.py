@@ -12,7 +12,7 @@ import functools
 
 import torch
 
-from mutransfer.ops.backends import BACKENDS, load_backend, remembered
+from mutransfer.ops.backends import BACKENDS, load_backend, remembered, triton_problem
 
 __all__ = ["BACKENDS", "default_backend", "selective_scan"]
 
@@ -20,8 +20,8 @@ __all__ = ["BACKENDS", "default_backend", "selective_scan"]
 def default_backend(device: torch.device | str) -> str:
     """What `auto` runs: on CUDA, the backend `mutransfer doctor` found fastest among those
     that passed its checks on this device with these library versions; else `triton` when it
-    imports, else `chunked`. On CPU `chunked` (never the optional `mamba_ssm` unless the
-    doctor chose it)."""
+    can run (installed, and new enough: backends.TRITON_MIN), else `chunked`. On CPU
+    `chunked` (never the optional `mamba_ssm` unless the doctor chose it)."""
     device = torch.device(device)
     if device.type == "cuda":
         # the doctor's choice is keyed by the device's name: without CUDA (a CPU build of
@@ -31,12 +31,7 @@ def default_backend(device: torch.device | str) -> str:
                                  torch.cuda.current_device())
             if chosen is not None:
                 return chosen
-        try:
-            import triton  # noqa: F401
-
-            return "triton"
-        except ImportError:
-            return "chunked"
+        return "chunked" if triton_problem() else "triton"
     return "chunked"
 
 

@@ -18,7 +18,13 @@ reads activations the way the projections write them: (batch, L, channels) with 
 contiguous, each lane one channel, so every tile load is coalesced. Strides are arguments,
 so any layout works; channel and time strides are never specialised by the compiler
 (`_NO_SPECIALIZE`): a known unit stride would make it vectorise loads over channels, i.e.
-put several channels in a thread with a different layout for every tensor.
+put several channels in a thread with a different layout for every tensor. With both strides
+unknown the compiler has no contiguous axis to lay over the lanes, and triton 3.4-3.6 then
+put time over 16 lanes (11-39 warp shuffles per element in the state loops, a 128-byte
+shared-memory exchange in the forward; triton 3.9 happened to choose channels): the tile
+offsets therefore name channels the contiguous axis (`_channels`, a compiler hint), so every
+triton version lays channels over the lanes. The hint cannot vectorise a load: the unknown
+stride leaves the offsets' alignment at one element.
 
 B and C arrive as (batch, n, L) float32, time contiguous (the wrapper makes that small copy):
 a thread then reads its chunk of B_n as a few 16-byte loads that all lanes share.
@@ -112,15 +118,23 @@ def _timescale(raw, SOFTPLUS: tl.constexpr):
 
 
 @triton.jit
+def _channels(offs_d, sd):
+    """(1, BLOCK_D) offsets of the channels, marked as the tile's contiguous axis (see the
+    module docstring: the layout of every tile follows from it)."""
+    return tl.max_contiguous(offs_d[None, :] * sd, [1, offs_d.shape[0]])
+
+
+@triton.jit
 def _tile(ptr, t, offs_d, st, sd, mask):
     """A (CHUNK, BLOCK_D) tile of a (time, channel)-strided tensor in float32, 0 off `mask`."""
-    return tl.load(ptr + t[:, None] * st + offs_d[None, :] * sd, mask=mask,
+    return tl.load(ptr + t[:, None] * st + _channels(offs_d, sd), mask=mask,
                    other=0.0).to(tl.float32)
 
 
 @triton.jit
 def _put(ptr, t, offs_d, st, sd, mask, x):
-    tl.store(ptr + t[:, None] * st + offs_d[None, :] * sd, x.to(ptr.dtype.element_ty), mask=mask)
+    tl.store(ptr + t[:, None] * st + _channels(offs_d, sd), x.to(ptr.dtype.element_ty),
+             mask=mask)
 
 
 @triton.jit

@@ -29,6 +29,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from mutransfer.errors import UserError
+from mutransfer.ops.backends import triton_problem
 from mutransfer.ops.reference import reference_states
 
 _F32 = torch.float32
@@ -157,13 +158,11 @@ def plan(batch: int, dim: int, n: int, L: int, act_bytes: int, config: ScanConfi
 
 
 def load_kernels() -> ModuleType:
-    """The kernels module, or a UserError naming the fix when triton is missing."""
-    try:
-        return importlib.import_module("mutransfer.ops.triton_kernels")
-    except ImportError as exc:
-        raise UserError(
-            f"scan backend 'triton' needs the triton package ({exc}); install "
-            "'mutransfer[triton]' or use scan backend 'chunked'") from exc
+    """The kernels module, or a UserError naming the fix when triton is missing or too old."""
+    problem = triton_problem()
+    if problem:
+        raise UserError(f"scan backend 'triton': {problem}, or use scan backend 'chunked'")
+    return importlib.import_module("mutransfer.ops.triton_kernels")
 
 
 def kernels_interpreted(kernels: ModuleType) -> bool:
