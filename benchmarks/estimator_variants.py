@@ -154,6 +154,39 @@ def robust_fit_optimum(c: float | None, floor: float = 0.0):
     return fit_optimum
 
 
+def band_fit_optimum(height: float):
+    """fit.fit_optimum with each LR's weight also multiplied by tricube(h / height), h its
+    loss above the fitted parabola's minimum (or the lowest loss, if lower): a window in loss
+    as well as in LR, so a cliff or a far wall (an LR `height` nats above the bottom) never
+    shapes the bowl, however near in LR. Iterated as --robust (a factor of 0 is kept at
+    BAND_FLOOR so the LRs that trained, and the edge rule, stay as they were)."""
+    base = fit.fit_optimum
+
+    def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
+        x = np.asarray(log2_lr, dtype=float)
+        y = np.asarray(loss, dtype=float)
+        pv = np.ones(y.shape) if point_var is None else \
+            np.broadcast_to(np.asarray(point_var, dtype=float), y.shape)
+        factor = np.ones(y.shape)
+        out = base(x, y, window, point_var=pv)
+        for _ in range(ROBUST_ROUNDS):
+            with np.errstate(invalid="ignore"):
+                bottom = np.fmin(np.where(out.fitted, out.params[:, 0], np.nan),
+                                 np.nanmin(np.where(np.isfinite(y), y, np.nan), axis=1))
+                h = np.maximum(y - bottom[:, None], 0.0) / height
+            new = np.where(np.isfinite(h), np.maximum(fit.tricube(h), BAND_FLOOR), factor)
+            if np.abs(new - factor).max(initial=0.0) < 1e-4:
+                break
+            factor = new
+            out = base(x, y, window, point_var=pv / factor)
+        return out
+
+    return fit_optimum
+
+
+BAND_FLOOR = 1e-6
+
+
 def narrow(steps: float, least: float) -> None:
     """The window: `steps` grid steps, at least `least` octaves, wherever lr* is read."""
     fit.WINDOW_STEPS = steps
@@ -517,6 +550,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
+    ap.add_argument("--band", type=float, metavar="NATS")
     model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
     model.add_argument("--level", action="store_true")
     model.add_argument("--blowup", type=float, metavar="K")
@@ -541,6 +575,9 @@ def main() -> None:
     if args.robust or args.floor:
         robust = robust_fit_optimum(args.robust, args.floor or 0.0)
         fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
+    if args.band:
+        banded = band_fit_optimum(args.band)
+        fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = banded
     if args.level:  # the noise model a level alone: no slopes for a blow-up LR to steepen
         pointnoise.MIN_MODEL_LRS = sys.maxsize
     if args.blowup:
