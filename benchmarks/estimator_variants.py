@@ -6,8 +6,9 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--narrow STEPS MIN] [--linex K] [--level | --blowup K | --core R | --bounded S | \
-        --fixed-slopes BELOW ABOVE | --slope-prior BELOW ABOVE DF | --pooled] \
+        [--band H] [--narrow STEPS MIN] [--linex K] \
+        [--level | --blowup K | --core R | --bounded S | --fixed-slopes BELOW ABOVE | \
+         --slope-prior BELOW ABOVE DF | --pooled] \
         [--oracle-var | --oracle-model | --oracle-slopes] SCRIPT.py [SCRIPT's arguments...]
 
 SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
@@ -50,6 +51,8 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
               own scatter is shrunk (--oracle-model, a perfect smooth model): how much any
               noise model could gain. --oracle-slopes: the dense model's two slopes only,
               the level the sub-grid's own (its LRs' mean log scatter less the slopes' part).
+  --band H    a window in loss too: each LR's weight also times tricube(h / H), h its loss
+              above the fitted minimum (nats), so a cliff or a far wall shapes no bowl.
   --narrow    WINDOW_STEPS grid steps, at least MIN octaves (main: 5 steps, at least 2.5), for
               the analysis and for the search's own decisions alike.
   --linex K   lr*'s curve is the linex c + A 2 (e^{Kt} - 1 - Kt) / K^2 with its asymmetry K
