@@ -5,7 +5,9 @@
 #   bash benchmarks/gpu_acceptance.sh [--minutes M] [OUT_DIR]   # default: gpu-acceptance-<UTC time>/
 #   bash benchmarks/gpu_acceptance.sh --list                    # the steps, without running them
 #
-# Steps, most wanted first: the GPU tests (pytest -m gpu); mutransfer doctor (each scan
+# Steps, most wanted first: the GPU tests (pytest -m gpu); the scan kernels' registers,
+# spills and instructions per element under this machine's triton (seconds, no GPU: what a
+# short scan figure is read against); mutransfer doctor (each scan
 # backend, mamba_ssm's too once built, against the reference, timed; auto's choice);
 # benchmarks/scan.py (the scan table); benchmarks/train_gpu.py (tokens/s beside mamba_ssm);
 # benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
@@ -48,6 +50,7 @@ command -v mutransfer > /dev/null 2>&1 || MT="$PY -m mutransfer.cli"
 # is the seconds left before the deadline when the step starts
 STEPS=(
   "gpu-tests|$PY -m pytest -m gpu -q -p no:cacheprovider"
+  "compile-check|$PY -m mutransfer.ops.triton_compile_check --dtype bf16"
   "wait-cuda-refs|wait_cuda_refs"
   "doctor|$MT doctor"
   "scan|$PY benchmarks/scan.py --json \$OUT/scan.json"
