@@ -128,12 +128,12 @@ def variant_optima_of(every_lr: bool, flat: bool):
 ROBUST_ROUNDS = 12  # reweighting rounds; the factors settle in a handful on stores B and C
 
 
-def robust_fit_optimum(c: float | None, floor: float = 0.0):
-    """fit.fit_optimum with Huber factors min(1, c / |z|) on the standardized residuals z
-    (residual from the fitted parabola times sqrt of the point's precision): iteratively
-    reweighted least squares, each round a full window fixed point with every point's variance
-    divided by its factor, so the final fit's weights (and vertex_sensitivity, model_variance
-    through them) carry the factors."""
+def reweighted_fit_optimum(factors, floor: float = 0.0):
+    """fit.fit_optimum iteratively reweighted: each round a full window fixed point with every
+    point's variance divided by its factor, `factors(x, y, pv, out, factor)` giving the next
+    factors from the last fit `out` (None: no reweighting), until they settle; the final fit's
+    weights (and vertex_sensitivity, model_variance through them) carry the factors. `floor`:
+    SD^2 added to every point's variance first (--floor)."""
     base = fit.fit_optimum
 
     def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
@@ -143,11 +143,8 @@ def robust_fit_optimum(c: float | None, floor: float = 0.0):
             np.broadcast_to(np.asarray(point_var, dtype=float), y.shape) + floor**2
         factor = np.ones(y.shape)
         out = base(x, y, window, point_var=pv)
-        for _ in range(ROBUST_ROUNDS if c else 0):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                z = (y - fit.model(x, np.nan_to_num(out.params))) / np.sqrt(pv)
-                new = np.where(out.fitted[:, None] & np.isfinite(z),
-                               np.minimum(1.0, c / np.abs(z)), factor)
+        for _ in range(ROBUST_ROUNDS if factors else 0):
+            new = factors(x, y, pv, out, factor)
             if np.abs(new - factor).max(initial=0.0) < 1e-4:
                 break
             factor = new
@@ -157,37 +154,31 @@ def robust_fit_optimum(c: float | None, floor: float = 0.0):
     return fit_optimum
 
 
-def band_fit_optimum(height: float):
-    """fit.fit_optimum with each LR's weight also multiplied by tricube(h / height), h its
-    loss above the fitted parabola's minimum (or the lowest loss, if lower): a window in loss
-    as well as in LR, so a cliff or a far wall (an LR `height` nats above the bottom) never
-    shapes the bowl, however near in LR. Iterated as --robust (a factor of 0 is kept at
-    BAND_FLOOR so the LRs that trained, and the edge rule, stay as they were)."""
-    base = fit.fit_optimum
-
-    def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
-        x = np.asarray(log2_lr, dtype=float)
-        y = np.asarray(loss, dtype=float)
-        pv = np.ones(y.shape) if point_var is None else \
-            np.broadcast_to(np.asarray(point_var, dtype=float), y.shape)
-        factor = np.ones(y.shape)
-        out = base(x, y, window, point_var=pv)
-        for _ in range(ROBUST_ROUNDS):
-            with np.errstate(invalid="ignore"):
-                bottom = np.fmin(np.where(out.fitted, out.params[:, 0], np.nan),
-                                 np.nanmin(np.where(np.isfinite(y), y, np.nan), axis=1))
-                h = np.maximum(y - bottom[:, None], 0.0) / height
-            new = np.where(np.isfinite(h), np.maximum(fit.tricube(h), BAND_FLOOR), factor)
-            if np.abs(new - factor).max(initial=0.0) < 1e-4:
-                break
-            factor = new
-            out = base(x, y, window, point_var=pv / factor)
-        return out
-
-    return fit_optimum
+def huber_factors(c: float):
+    """Huber factors min(1, c / |z|) on the standardized residuals z (residual from the fitted
+    parabola times sqrt of the point's precision): --robust."""
+    def factors(x, y, pv, out, factor):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = (y - fit.model(x, np.nan_to_num(out.params))) / np.sqrt(pv)
+            return np.where(out.fitted[:, None] & np.isfinite(z),
+                            np.minimum(1.0, c / np.abs(z)), factor)
+    return factors
 
 
-BAND_FLOOR = 1e-6
+BAND_FLOOR = 1e-6  # the smallest band factor: the LRs that trained, and the edge rule, stay
+
+
+def band_factors(height: float):
+    """tricube(h / height), h each LR's loss above the fitted parabola's minimum (or the lowest
+    loss, if lower): a window in loss as well as in LR, so a cliff or a far wall (an LR
+    `height` nats above the bottom) never shapes the bowl, however near in LR: --band."""
+    def factors(x, y, pv, out, factor):
+        with np.errstate(invalid="ignore"):
+            bottom = np.fmin(np.where(out.fitted, out.params[:, 0], np.nan),
+                             np.nanmin(np.where(np.isfinite(y), y, np.nan), axis=1))
+            h = np.maximum(y - bottom[:, None], 0.0) / height
+        return np.where(np.isfinite(h), np.maximum(fit.tricube(h), BAND_FLOOR), factor)
+    return factors
 
 
 def narrow(steps: float, least: float) -> None:
@@ -549,11 +540,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every-lr", action="store_true")
     ap.add_argument("--flat", action="store_true")
-    ap.add_argument("--robust", type=float, metavar="C")
+    weights = ap.add_mutually_exclusive_group()
+    weights.add_argument("--robust", type=float, metavar="C")
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
-    ap.add_argument("--band", type=float, metavar="NATS")
+    weights.add_argument("--band", type=float, metavar="NATS")
     model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
     model.add_argument("--level", action="store_true")
     model.add_argument("--blowup", type=float, metavar="K")
@@ -575,12 +567,11 @@ def main() -> None:
         narrow(*args.narrow)
     if args.linex:
         linex(args.linex)
-    if args.robust or args.floor:
-        robust = robust_fit_optimum(args.robust, args.floor or 0.0)
-        fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = robust
-    if args.band:
-        banded = band_fit_optimum(args.band)
-        fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = banded
+    if args.robust or args.floor or args.band:
+        factors = huber_factors(args.robust) if args.robust else \
+            band_factors(args.band) if args.band else None
+        reweighted = reweighted_fit_optimum(factors, args.floor or 0.0)
+        fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = reweighted
     if args.level:  # the noise model a level alone: no slopes for a blow-up LR to steepen
         pointnoise.MIN_MODEL_LRS = sys.maxsize
     if args.blowup:
