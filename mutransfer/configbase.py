@@ -45,7 +45,7 @@ class StrictModel(BaseModel):
     def _numbers_of_their_type(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None or value.__class__ is str and "\0" not in value:
             return value  # the common cases, first: this runs for every field of every config
-        field = cls.__pydantic_fields__.get(info.field_name or "")
+        field = cls.model_fields.get(info.field_name or "")
         if field is not None:
             problem = number_problem(value, field.annotation)
             if problem:

@@ -82,6 +82,13 @@ def test_help_of_submit_names_the_dashboard_and_its_former_name(capsys):
     assert "--dashboard URL, --address URL" in out and "http://HOST:8265" in out
 
 
+# pydantic before 2.11 writes a dict's enum keys without `propertyNames`: a looser schema than
+# the committed one, which pydantic 2.11 on writes (the floor of pyproject.toml is 2.5)
+SCHEMA_PYDANTIC = (2, 11)
+
+
+@pytest.mark.skipif(tuple(int(p) for p in version("pydantic").split(".")[:2]) < SCHEMA_PYDANTIC,
+                    reason="the committed schema is what pydantic 2.11 on writes")
 def test_the_committed_schema_is_what_mutransfer_schema_prints():
     proc = run_cli("schema")
     assert proc.returncode == 0, proc.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mutransfer.sweep.run.jobs import _submit_when_an_agent_is_up
+from mutransfer.sweep.run.jobs import _connect, _submit_when_an_agent_is_up
 
 NO_AGENT = ("Request failed with status code 500: No available agent to submit job, "
             "please try again later.")
@@ -48,3 +48,19 @@ def test_an_agent_that_never_comes_is_given_up_on():
     with pytest.raises(RuntimeError, match="No available agent"):
         _submit_when_an_agent_is_up(dash, timeout_s=0.0, entrypoint="run")
     assert len(dash.calls) == 1
+
+
+def test_a_ray_without_token_authentication_connects_without_it(monkeypatch):
+    """Ray before 2.52 has no token authentication and no AuthenticationError: the client is
+    made once, as on a cluster that asks for no token."""
+    import ray.exceptions
+
+    monkeypatch.delattr(ray.exceptions, "AuthenticationError", raising=False)
+    made = []
+
+    class Client:
+        def __init__(self, url: str):
+            made.append(url)
+
+    assert isinstance(_connect(Client, "http://head:8265"), Client)
+    assert made == ["http://head:8265"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from mutransfer.ops import chunked
+from mutransfer.ops import causal_conv, chunked
 from mutransfer.ops.chunked import selective_scan_chunked
 from mutransfer.ops.reference import selective_scan_reference
 from mutransfer.ops.scan import default_backend, selective_scan
@@ -202,3 +204,14 @@ def test_unknown_backend_is_named_in_the_error():
     with pytest.raises(ValueError, match="no_such_scan"):
         selective_scan(inputs["u"], inputs["delta"], inputs["A"], inputs["B"], inputs["C"],
                        backend="no_such_scan")
+
+
+def test_the_conv_runs_triton_on_cuda_only_where_it_compiles(monkeypatch):
+    """The causal conv's triton kernels follow the scan's floor: torch 2.3's triton 2.3
+    rejects their tl.arange, so CUDA tensors then take torch's conv1d."""
+    triton = pytest.importorskip("triton")
+    cuda_tensor = SimpleNamespace(is_cuda=True)
+    monkeypatch.setattr(triton, "__version__", "2.3.1")
+    assert not causal_conv.use_triton(cuda_tensor)
+    monkeypatch.setattr(triton, "__version__", "3.4.0")
+    assert causal_conv.use_triton(cuda_tensor)

@@ -17,15 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from mutransfer.ops.backends import triton_problem
+
 BLOCK_T, BLOCK_D, WARPS = 32, 64, 4  # (steps, channels) per program; not tuned on a GPU
 
 
 def _kernels() -> ModuleType | None:
-    """The triton kernels module, or None without triton."""
-    try:
-        return importlib.import_module("mutransfer.ops.conv_kernels")
-    except ImportError:
+    """The triton kernels module, or None without a triton that compiles them (the scan's
+    floor, backends.TRITON_MIN: triton 2.3 rejects their tl.arange)."""
+    if triton_problem():
         return None
+    return importlib.import_module("mutransfer.ops.conv_kernels")
 
 
 def _grid(batch: int, L: int, dim: int) -> tuple[int, int, int]:

@@ -61,7 +61,10 @@ def _connect(client_cls: Any, url: str) -> Any:
     """Connect; a cluster with token authentication (the default of Ray >= 2.5x clusters)
     gets the local token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) on a
     second try, as `ray.init` would send it."""
-    from ray.exceptions import AuthenticationError
+    import ray.exceptions
+
+    # Ray < 2.52 has no token authentication, and so no such error: nothing to retry
+    AuthenticationError = getattr(ray.exceptions, "AuthenticationError", ())  # noqa: N806
 
     try:
         return client_cls(url)
