@@ -180,7 +180,7 @@ def refresh_ray_auth() -> None:
 def enable_token_auth() -> bool:
     """Switch Ray's client to token authentication when a local token exists (RAY_AUTH_TOKEN,
     RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as `ray job submit` does: a cluster started
-    with tokens (the default of Ray >= 2.5x) then accepts this client without
+    with tokens (the default of Ray >= 2.52) then accepts this client without
     RAY_AUTH_MODE=token being set too. False when there is no token (or no such Ray)."""
     try:  # Ray's own helper (private; absent in other versions: then no token support)
         from ray._private.authentication.authentication_token_setup import (

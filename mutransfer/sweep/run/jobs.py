@@ -58,7 +58,7 @@ def client(address: str) -> Any:
 
 
 def _connect(client_cls: Any, url: str) -> Any:
-    """Connect; a cluster with token authentication (the default of Ray >= 2.5x clusters)
+    """Connect; a cluster with token authentication (the default of Ray >= 2.52 clusters)
     gets the local token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) on a
     second try, as `ray.init` would send it."""
     import ray.exceptions
