@@ -15,8 +15,9 @@ if not HAS_CUDA:
 pytest.importorskip("triton")
 from mutransfer.ops.backends import triton_problem  # noqa: E402
 
-if triton_problem():  # a triton too old for the kernels (torch < 2.8 pins one)
-    pytest.skip(triton_problem(), allow_module_level=True)
+TRITON_PROBLEM = triton_problem()  # a triton too old for the kernels (torch < 2.8 pins one)
+if TRITON_PROBLEM:
+    pytest.skip(TRITON_PROBLEM, allow_module_level=True)
 
 from mutransfer.ops import causal_conv  # noqa: E402
 from mutransfer.ops.causal_conv import causal_conv1d_silu, causal_conv1d_silu_torch  # noqa: E402

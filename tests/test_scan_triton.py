@@ -19,8 +19,9 @@ if not HAS_CUDA:
 pytest.importorskip("triton")
 from mutransfer.ops.backends import triton_problem  # noqa: E402
 
-if triton_problem():  # a triton too old for the kernels (torch < 2.8 pins one)
-    pytest.skip(triton_problem(), allow_module_level=True)
+TRITON_PROBLEM = triton_problem()  # a triton too old for the kernels (torch < 2.8 pins one)
+if TRITON_PROBLEM:
+    pytest.skip(TRITON_PROBLEM, allow_module_level=True)
 
 import numpy as np  # noqa: E402
 import triton  # noqa: E402
@@ -367,8 +368,6 @@ def test_missing_triton_is_a_user_error(monkeypatch):
 def test_a_triton_too_old_to_compile_the_kernels_is_a_user_error(monkeypatch):
     """triton 3.3 (torch 2.7's) rejects the adjoint's tl.flip along time at compile time,
     deep inside a training step; the backend says so before it starts."""
-    import triton
-
     monkeypatch.setattr(triton, "__version__", "3.3.1")
     with pytest.raises(UserError, match=r"triton 3\.3\.1 .*triton>=3\.4.*'chunked'"):
         triton_scan.load_kernels()
