@@ -90,6 +90,30 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
     assert len({h.split("/")[0] for h in hosts}) == 1  # ... of one machine
 
 
+def test_the_missions_submit_line_works_with_the_sweep_files_own_relative_storage(
+        tmp_path, cluster_env, capsys, monkeypatch):
+    """`mutransfer submit FILE --address http://HEAD:8265`, the file storing to a relative
+    results/NAME: the head sees this machine's folder (one machine here), so the job writes
+    there, and `mutransfer analyze results/NAME` here reads it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    path = write_sweep(project, "relative", {"width": [16], "lr": [0.003, 0.01]},
+                       Path("results/relative"), steps=10, resources=ONE_CPU)
+    monkeypatch.chdir(project)
+    assert main(["submit", path.name, "--address", cluster_env.dashboard, "--job-id",
+                 "mt-cluster-rel", "--no-analysis"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[0] == "mt-cluster-rel"
+    assert f"storage: {project / 'results' / 'relative'}" in out.err
+    assert main(["status", "mt-cluster-rel", "--dashboard", cluster_env.dashboard,
+                 "--wait"]) == 0, main(["logs", "mt-cluster-rel", "--dashboard",
+                                        cluster_env.dashboard])
+    assert "SUCCEEDED" in capsys.readouterr().out
+    assert len(assert_every_cell_once(path, 10, parts=False).trials) == 2
+    assert main(["analyze", "results/relative"]) == 0
+    assert not list(project.rglob(".mutransfer-shared-*"))  # the check's marker is gone
+
+
 def test_a_worker_node_stopped_mid_sweep_hands_its_trials_to_the_other_node(
         tmp_path, cluster_env, gate):
     steps = 20

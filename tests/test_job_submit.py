@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from mutransfer.errors import UserError
 from mutransfer.sweep.run.jobs import _connect, _submit_when_an_agent_is_up
 
 NO_AGENT = ("Request failed with status code 500: No available agent to submit job, "
@@ -64,3 +65,77 @@ def test_a_ray_without_token_authentication_connects_without_it(monkeypatch):
 
     assert isinstance(_connect(Client, "http://head:8265"), Client)
     assert made == ["http://head:8265"]
+
+
+# -- where a submitted sweep writes: a relative storage is this machine's folder, if the head
+#    sees it --------------------------------------------------------------------------------
+
+class Head:
+    """A dashboard whose head runs the storage check's one-liner here (`sees`: True runs it
+    on this machine, as a cluster sharing its filesystem; False answers as a head that does
+    not; None never ends the job)."""
+
+    def __init__(self, sees: bool | None):
+        self.sees, self.jobs, self.deleted, self.stopped = sees, [], [], []
+
+    def submit_job(self, **job):
+        self.jobs.append(job)
+        return f"raysubmit_{len(self.jobs)}"
+
+    def get_job_status(self, job_id):
+        from ray.job_submission import JobStatus
+
+        if self.sees is None:
+            return JobStatus.RUNNING
+        if not self.sees:
+            return JobStatus.FAILED
+        import subprocess
+
+        ran = subprocess.run(self.jobs[-1]["entrypoint"], shell=True)
+        return JobStatus.SUCCEEDED if ran.returncode == 0 else JobStatus.FAILED
+
+    def delete_job(self, job_id):
+        self.deleted.append(job_id)
+
+    def stop_job(self, job_id):
+        self.stopped.append(job_id)
+
+
+def test_a_relative_storage_is_this_machines_folder_when_the_head_sees_it(tmp_path):
+    from mutransfer.sweep.run.jobs import shared_storage
+
+    head = Head(sees=True)
+    out = shared_storage("results/fineweb_width", tmp_path, head, "http://head:8265")
+    assert out == str(tmp_path / "results" / "fineweb_width")
+    assert len(head.jobs) == 1 and head.deleted == ["raysubmit_1"]  # the check, then cleared
+    assert list(tmp_path.iterdir()) == []  # the marker is gone, no folder was made
+
+
+def test_a_relative_storage_the_head_does_not_see_is_one_line_and_leaves_nothing(tmp_path):
+    from mutransfer.sweep.run.jobs import shared_storage
+
+    (tmp_path / "results").mkdir()
+    with pytest.raises(UserError, match="does not see") as err:
+        shared_storage("results/x", tmp_path, Head(sees=False), "http://head:8265")
+    text = str(err.value)
+    assert len(text.splitlines()) == 1 and str(tmp_path / "results" / "x") in text
+    assert list(tmp_path.rglob("*")) == [tmp_path / "results"]
+
+
+def test_a_head_that_never_runs_the_check_is_given_up_on(tmp_path, monkeypatch):
+    from mutransfer.sweep.run import jobs
+
+    monkeypatch.setattr(jobs, "PROBE_WAIT_S", 0.0)
+    head = Head(sees=None)
+    with pytest.raises(UserError, match="did not run the check"):
+        jobs.shared_storage("results/x", tmp_path, head, "http://head:8265")
+    assert head.stopped == ["raysubmit_1"] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("location", ["s3://bucket/results/x", "/shared/results/x"])
+def test_a_uri_or_an_absolute_path_is_taken_as_given_without_a_check(tmp_path, location):
+    from mutransfer.sweep.run.jobs import shared_storage
+
+    head = Head(sees=False)
+    assert shared_storage(location, tmp_path, head, "http://head:8265") == location
+    assert head.jobs == []

@@ -122,11 +122,16 @@ def test_unreachable_address_is_one_line_exit_2(tmp_path, capsys):
     assert "cannot reach" in capsys.readouterr().err
 
 
-def test_submit_refuses_relative_storage_and_files_outside_the_working_dir(tmp_path, capsys):
+def test_submit_asks_the_cluster_about_a_relative_storage_and_refuses_files_outside(
+        tmp_path, capsys):
+    """A relative storage is checked with the cluster (tests/test_job_submit.py): a dashboard
+    that is not there refuses it in one line, before anything is written."""
     path = write(tmp_path, {**BASE, "storage": "results/t"})
     assert main(["submit", str(path), "--address", "http://127.0.0.1:1",
                  "--working-dir", str(tmp_path)]) == 2
-    assert "every node can reach" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "cannot reach" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "results").exists()
     assert main(["submit", str(path), "--address", "http://127.0.0.1:1",
                  "--storage", str(tmp_path / "r"), "--working-dir", str(tmp_path / "sub")]) == 2
     assert "inside the working directory" in capsys.readouterr().err

@@ -1,8 +1,12 @@
 """Sweeps as Ray jobs: submit, status, logs, through Ray's Jobs API (JobSubmissionClient).
 
-The job runs `python -m mutransfer.cli sweep FILE --address auto` on the cluster's head, with
-the project folder uploaded as its working directory; results go to the sweep's storage,
-which must therefore be a location every node reaches.
+The job runs `python -m mutransfer.cli sweep FILE --address auto --storage STORAGE` on the
+cluster's head, with the project folder uploaded as its working directory; results go to the
+sweep's storage, which must therefore be a location every node reaches: a URI, an absolute
+shared path, or the sweep's relative storage (its default, results/NAME) read as the folder
+of that name in the working directory *on this machine*, once the head is seen to reach it
+(a filesystem this machine shares with the cluster: a shared home, or a cluster on this
+machine), so that `mutransfer plot results/NAME` here reads what the cluster wrote.
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError, first_line
+from mutransfer.results.fs import is_uri
 from mutransfer.sweep.run.cluster import (
     check_storage_reachable,
     enable_token_auth,
@@ -120,19 +127,87 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
 
     # the data lives on the cluster
     plan = prepare(path, storage=storage, check_data=False, max_cells=max_cells)
-    check_storage_reachable(plan.spec.storage_location, address="remote")
-    _refuse_a_held_store(plan.spec.storage_location)
     root = Path(working_dir or os.getcwd()).resolve()
     rel = _inside(Path(path).resolve(), root)
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
     jobs = client(address)
+    location = shared_storage(plan.spec.storage_location, root, jobs, address)
+    check_storage_reachable(location, address="remote")
+    _refuse_a_held_store(location)
     try:
         return _submit_when_an_agent_is_up(
-            jobs, entrypoint=entrypoint(rel, storage, analysis, max_cells),
+            jobs, entrypoint=entrypoint(rel, location, analysis, max_cells),
             runtime_env=runtime_env,
             submission_id=job_id, metadata={"sweep": plan.spec.name})
     except (RuntimeError, ValueError, OSError) as exc:
         raise UserError(f"submitting {path} to {address} failed: {first_line(exc)}") from None
+
+
+# how long the head may take to run the one-line probe job (its agent's start-up is waited
+# for apart, by _submit_when_an_agent_is_up)
+PROBE_WAIT_S = 120.0
+
+
+def shared_storage(location: str, root: Path, jobs: Any, address: str) -> str:
+    """Where the job writes its results. A URI or an absolute path as given (the user vouches
+    that every node reaches it). A relative path, such as a sweep file's default
+    results/NAME: the folder of that name in `root` as this machine sees it, provided the
+    cluster's head sees it too, which a one-line probe job checks by looking for a marker file
+    written here (removed after); else a one-line UserError, and nothing is left behind."""
+    if is_uri(location) or os.path.isabs(os.path.expanduser(location)):
+        return location
+    target = (root / location).resolve()
+    probe_dir = target
+    while not probe_dir.is_dir() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent  # the marker goes where a folder exists: none is created
+    marker = probe_dir / f".mutransfer-shared-{uuid.uuid4().hex}"
+    try:
+        marker.touch()
+    except OSError as exc:
+        raise UserError(f"storage {location!r} (here {target}): cannot write there "
+                        f"({exc.strerror or exc})") from None
+    try:
+        seen = _head_sees(jobs, marker)
+    finally:
+        marker.unlink(missing_ok=True)
+    if seen is None:
+        raise UserError(f"storage {location!r}: the cluster at {address} did not run the "
+                        f"check that it reaches {target} within {PROBE_WAIT_S:.0f} s; give "
+                        f"--storage a path every node reaches, or a URI")
+    if not seen:
+        raise UserError(f"storage {location!r} is relative: here it is {target}, which the "
+                        f"cluster's head does not see (no filesystem shared with this "
+                        f"machine); give --storage a path every node reaches, or a URI such as "
+                        f"s3://bucket/results")
+    print(f"storage: {target} (the sweep's {location!r}; the cluster's head sees it)",
+          file=sys.stderr)
+    return str(target)
+
+
+def _head_sees(jobs: Any, path: Path) -> bool | None:
+    """Whether a job on the cluster's head finds `path` (None: it did not end in time)."""
+    check = "import os, sys; sys.exit(0 if os.path.exists(sys.argv[1]) else 3)"
+    job_id = _submit_when_an_agent_is_up(
+        jobs, entrypoint=f"python -c {shlex.quote(check)} {shlex.quote(str(path))}",
+        metadata={"mutransfer": "storage check"})
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while True:
+        state = str(getattr(jobs.get_job_status(job_id), "value", ""))
+        if state in TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            _quietly(jobs.stop_job, job_id)
+            return None
+        time.sleep(0.5)
+    _quietly(jobs.delete_job, job_id)  # a check, not a job for the user's list
+    return state == "SUCCEEDED"
+
+
+def _quietly(fn, job_id: str) -> None:
+    try:
+        fn(job_id)
+    except (RuntimeError, OSError, ValueError):
+        pass
 
 
 def _refuse_a_held_store(location: str) -> None:
@@ -162,9 +237,6 @@ AGENT_WAIT_S = 600.0
 
 
 def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = AGENT_WAIT_S, **job: Any) -> str:
-    import sys
-    import time
-
     deadline, said = time.monotonic() + timeout_s, False
     while True:
         try:
@@ -194,8 +266,6 @@ def status(job_id: str, address: str) -> dict[str, Any]:
 def wait(job_id: str, address: str, poll_s: float = 5.0) -> dict[str, Any]:
     """The job's status once it has ended (SUCCEEDED, FAILED or STOPPED), polling every
     `poll_s` seconds through one client."""
-    import time
-
     jobs = client(address)
     info = _status(jobs, job_id, address)
     while info["status"] not in TERMINAL:
