@@ -139,3 +139,49 @@ def test_a_uri_or_an_absolute_path_is_taken_as_given_without_a_check(tmp_path, l
     head = Head(sees=False)
     assert shared_storage(location, tmp_path, head, "http://head:8265") == location
     assert head.jobs == []
+
+
+# -- a driver on a cluster: every node must see a local storage folder ----------------------
+
+def fake_cluster(monkeypatch, addresses: dict[str, bool]):
+    """ray.nodes / remote / get of a cluster whose nodes (NodeManagerAddress -> whether it
+    shares this machine's disk) run the check here or answer as another disk would."""
+    import os
+
+    import ray
+
+    nodes = [{"Alive": True, "NodeID": f"{i:056x}", "NodeManagerAddress": a}
+             for i, a in enumerate(addresses)] + [{"Alive": False, "NodeID": "f" * 56}]
+    shares = {n["NodeID"]: addresses.get(n.get("NodeManagerAddress"), False) for n in nodes}
+
+    class Pinned:
+        def options(self, scheduling_strategy):
+            self.node = scheduling_strategy.node_id
+            return self
+
+        def remote(self, path):
+            return shares[self.node] and os.path.exists(path)
+
+    monkeypatch.setattr(ray, "nodes", lambda: nodes)
+    monkeypatch.setattr(ray, "remote", lambda **kw: lambda fn: Pinned())
+    monkeypatch.setattr(ray, "get", lambda refs, timeout=None: list(refs))
+
+
+def test_nodes_that_do_not_see_a_local_storage_are_named_before_any_trial(tmp_path, monkeypatch):
+    from mutransfer.sweep.run.cluster import check_nodes_see
+
+    fake_cluster(monkeypatch, {"10.0.0.1": True, "10.0.0.2": False})
+    with pytest.raises(UserError, match="1 of the cluster's 2 nodes do not see") as err:
+        check_nodes_see(str(tmp_path / "results" / "x"))
+    assert "(10.0.0.2)" in str(err.value) and len(str(err.value).splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # the marker is gone, no folder was made
+
+
+def test_a_storage_every_node_sees_or_a_uri_passes(tmp_path, monkeypatch):
+    from mutransfer.sweep.run.cluster import check_nodes_see
+
+    fake_cluster(monkeypatch, {"10.0.0.1": True, "10.0.0.2": True})
+    check_nodes_see(str(tmp_path / "results"))
+    fake_cluster(monkeypatch, {"10.0.0.1": False})
+    check_nodes_see("s3://bucket/results")  # not looked at: a bucket, each node's credentials
+    assert list(tmp_path.iterdir()) == []

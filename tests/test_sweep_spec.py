@@ -104,11 +104,17 @@ def test_missing_data_files_stop_the_sweep_before_anything_is_written(tmp_path, 
     assert "(data not checked)" in capsys.readouterr().out
 
 
-def test_relative_storage_with_a_cluster_address_is_refused(tmp_path, capsys):
+def test_relative_storage_with_a_driver_on_the_cluster_is_refused(tmp_path, capsys,
+                                                                 monkeypatch):
+    """With --address auto the driver runs on the cluster, e.g. as a Ray job in a copy of the
+    working directory that is gone when it ends. (With a driver here, a relative storage is
+    this machine's folder, checked on every node: tests/test_cluster.py.)"""
     path = write(tmp_path, {**BASE, "storage": "results/t"})
-    assert main(["sweep", str(path), "--address", "10.0.0.1:6379"]) == 2
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", str(path), "--address", "auto"]) == 2
     err = capsys.readouterr().err
     assert "every node can reach" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "results").exists()
 
 
 def test_unreachable_address_is_one_line_exit_2(tmp_path, capsys):

@@ -10,9 +10,11 @@ import logging
 import os
 import re
 import socket
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import is_uri
@@ -53,12 +55,69 @@ def is_remote_address(address: str | None) -> bool:
 
 
 def check_storage_reachable(storage: str, address: str | None) -> None:
-    """A relative local path means a different folder on every node: refuse it for clusters."""
-    if is_remote_address(address) and not is_uri(storage) and not os.path.isabs(
+    """A relative local path with `--address auto`, i.e. a driver on the cluster (a Ray job
+    runs in a copy of the working directory, gone when it ends): refused in one line. With a
+    driver here (`--address HOST:6379`) a relative path is this machine's folder (the store
+    makes it absolute), which every node must then see (check_nodes_see, once connected)."""
+    if address == "auto" and not is_uri(storage) and not os.path.isabs(
             os.path.expanduser(storage)):
-        raise UserError(f"storage {storage!r} is a relative local path; on a cluster storage must "
-                        f"be a path every node can reach (an absolute shared path or a URI such "
-                        f"as s3://bucket/results)")
+        raise UserError(f"storage {storage!r} is a relative local path; with --address auto "
+                        f"storage must be a path every node can reach (an absolute shared path "
+                        f"or a URI such as s3://bucket/results); `mutransfer submit` resolves a "
+                        f"relative one to the submitting machine's folder")
+
+
+@contextmanager
+def marker_in(location: str) -> Iterator[Path]:
+    """A uniquely named empty file in `location`'s nearest existing folder (none is created),
+    removed on leaving: what another machine looks for to tell whether it sees that folder.
+    One-line UserError when it cannot be written."""
+    folder = Path(location).expanduser().absolute()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    marker = folder / f".mutransfer-shared-{uuid.uuid4().hex}"
+    try:
+        marker.touch()
+    except OSError as exc:
+        raise UserError(f"storage {location}: cannot write in {folder} "
+                        f"({exc.strerror or exc})") from None
+    try:
+        yield marker
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+NODE_CHECK_S = 60.0  # how long the nodes may take to say whether they see the storage
+
+
+def check_nodes_see(location: str) -> None:
+    """On a cluster, every alive node sees the storage's folder: a zero-CPU task pinned to each
+    node looks for a marker written here. A node that does not see it would write its trials'
+    results where this driver never reads them: refused in one line, before any trial, naming
+    the nodes. A URI is not checked (each node reaches a bucket with its own credentials)."""
+    if is_uri(location):
+        return
+    import ray  # connected already (ray_session); Ray loads only where a run needs it
+    from ray.exceptions import GetTimeoutError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    exists = ray.remote(num_cpus=0)(os.path.exists)
+    with marker_in(location) as marker:
+        refs = [exists.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            n["NodeID"], soft=False)).remote(str(marker)) for n in nodes]
+        try:
+            seen = ray.get(refs, timeout=NODE_CHECK_S)
+        except GetTimeoutError:
+            raise UserError(f"storage {location}: the cluster's nodes did not say within "
+                            f"{NODE_CHECK_S:.0f} s whether they see it") from None
+    blind = [str(n.get("NodeManagerAddress", n["NodeID"])) for n, ok in zip(nodes, seen) if not ok]
+    if blind:
+        raise UserError(f"storage {location}: {len(blind)} of the cluster's {len(nodes)} nodes "
+                        f"do not see this folder ({', '.join(blind[:3])}"
+                        f"{', ...' if len(blind) > 3 else ''}), so their trials' results would "
+                        f"never reach it; give a folder every node mounts at the same path, or "
+                        f"a URI")
 
 
 def _host_port(address: str) -> tuple[str, int | None]:

@@ -15,7 +15,6 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from mutransfer.results.fs import is_uri
 from mutransfer.sweep.run.cluster import (
     check_storage_reachable,
     enable_token_auth,
+    marker_in,
     quiet_ray_env,
 )
 
@@ -157,19 +157,8 @@ def shared_storage(location: str, root: Path, jobs: Any, address: str) -> str:
     if is_uri(location) or os.path.isabs(os.path.expanduser(location)):
         return location
     target = (root / location).resolve()
-    probe_dir = target
-    while not probe_dir.is_dir() and probe_dir != probe_dir.parent:
-        probe_dir = probe_dir.parent  # the marker goes where a folder exists: none is created
-    marker = probe_dir / f".mutransfer-shared-{uuid.uuid4().hex}"
-    try:
-        marker.touch()
-    except OSError as exc:
-        raise UserError(f"storage {location!r} (here {target}): cannot write there "
-                        f"({exc.strerror or exc})") from None
-    try:
+    with marker_in(str(target)) as marker:
         seen = _head_sees(jobs, marker)
-    finally:
-        marker.unlink(missing_ok=True)
     if seen is None:
         raise UserError(f"storage {location!r}: the cluster at {address} did not run the "
                         f"check that it reaches {target} within {PROBE_WAIT_S:.0f} s; give "

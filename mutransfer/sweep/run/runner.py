@@ -20,7 +20,12 @@ from mutransfer.results.schema import axis_types
 from mutransfer.results.store import Store
 from mutransfer.sweep.plan.cells import Plan
 from mutransfer.sweep.plan.packing import gpus_for
-from mutransfer.sweep.run.cluster import Capacity, ray_session
+from mutransfer.sweep.run.cluster import (
+    Capacity,
+    check_nodes_see,
+    is_remote_address,
+    ray_session,
+)
 from mutransfer.sweep.run.loggers import logger_callbacks
 from mutransfer.sweep.run.progress import Progress
 from mutransfer.sweep.run.trainable import TrialUnit, tune_trainable
@@ -101,6 +106,8 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
     with ray_session(options.address, options.num_cpus, options.num_gpus) as cap:
         resources = ResourcesFor(plan, work)
         resources.check(cap)
+        if is_remote_address(options.address):
+            check_nodes_see(store.location)
         # a strategy that decides as it goes knows no total up front (its searcher reports)
         progress = Progress(None if work.state else work.n_trials, out=options.out)
         tuner, watcher = _tuner(plan, store, work, resources, progress)
