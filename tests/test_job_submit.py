@@ -105,7 +105,7 @@ def test_a_relative_storage_is_this_machines_folder_when_the_head_sees_it(tmp_pa
     from mutransfer.sweep.run.jobs import shared_storage
 
     head = Head(sees=True)
-    out = shared_storage("results/fineweb_width", tmp_path, head, "http://head:8265")
+    out = shared_storage("results/fineweb_width", tmp_path, lambda: head, "http://head:8265")
     assert out == str(tmp_path / "results" / "fineweb_width")
     assert len(head.jobs) == 1 and head.deleted == ["raysubmit_1"]  # the check, then cleared
     assert list(tmp_path.iterdir()) == []  # the marker is gone, no folder was made
@@ -116,7 +116,7 @@ def test_a_relative_storage_the_head_does_not_see_is_one_line_and_leaves_nothing
 
     (tmp_path / "results").mkdir()
     with pytest.raises(UserError, match="does not see") as err:
-        shared_storage("results/x", tmp_path, Head(sees=False), "http://head:8265")
+        shared_storage("results/x", tmp_path, lambda: Head(sees=False), "http://head:8265")
     text = str(err.value)
     assert len(text.splitlines()) == 1 and str(tmp_path / "results" / "x") in text
     assert list(tmp_path.rglob("*")) == [tmp_path / "results"]
@@ -128,7 +128,7 @@ def test_a_head_that_never_runs_the_check_is_given_up_on(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs, "PROBE_WAIT_S", 0.0)
     head = Head(sees=None)
     with pytest.raises(UserError, match="did not run the check"):
-        jobs.shared_storage("results/x", tmp_path, head, "http://head:8265")
+        jobs.shared_storage("results/x", tmp_path, lambda: head, "http://head:8265")
     assert head.stopped == ["raysubmit_1"] and list(tmp_path.iterdir()) == []
 
 
@@ -136,9 +136,10 @@ def test_a_head_that_never_runs_the_check_is_given_up_on(tmp_path, monkeypatch):
 def test_a_uri_or_an_absolute_path_is_taken_as_given_without_a_check(tmp_path, location):
     from mutransfer.sweep.run.jobs import shared_storage
 
-    head = Head(sees=False)
-    assert shared_storage(location, tmp_path, head, "http://head:8265") == location
-    assert head.jobs == []
+    def connect():
+        raise AssertionError("the cluster is not asked about a URI or an absolute path")
+
+    assert shared_storage(location, tmp_path, connect, "http://head:8265") == location
 
 
 # -- a driver on a cluster: every node must see a local storage folder ----------------------

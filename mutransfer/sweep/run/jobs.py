@@ -11,10 +11,12 @@ machine), so that `mutransfer plot results/NAME` here reads what the cluster wro
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +132,11 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
     root = Path(working_dir or os.getcwd()).resolve()
     rel = _inside(Path(path).resolve(), root)
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
-    jobs = client(address)
-    location = shared_storage(plan.spec.storage_location, root, jobs, address)
+    connect = functools.cache(lambda: client(address))  # asked first only about a relative storage
+    location = shared_storage(plan.spec.storage_location, root, connect, address)
     check_storage_reachable(location, address="remote")
     _refuse_a_held_store(location)
+    jobs = connect()
     try:
         return _submit_when_an_agent_is_up(
             jobs, entrypoint=entrypoint(rel, location, analysis, max_cells),
@@ -148,15 +151,17 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
 PROBE_WAIT_S = 120.0
 
 
-def shared_storage(location: str, root: Path, jobs: Any, address: str) -> str:
+def shared_storage(location: str, root: Path, connect: Callable[[], Any], address: str) -> str:
     """Where the job writes its results. A URI or an absolute path as given (the user vouches
     that every node reaches it). A relative path, such as a sweep file's default
     results/NAME: the folder of that name in `root` as this machine sees it, provided the
     cluster's head sees it too, which a one-line probe job checks by looking for a marker file
-    written here (removed after); else a one-line UserError, and nothing is left behind."""
+    written here (removed after); else a one-line UserError, and nothing is left behind.
+    `connect()` gives the Jobs API client (called only for a relative path)."""
     if is_uri(location) or os.path.isabs(os.path.expanduser(location)):
         return location
     target = (root / location).resolve()
+    jobs = connect()
     with marker_in(str(target)) as marker:
         seen = _head_sees(jobs, marker)
     if seen is None:
