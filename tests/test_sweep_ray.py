@@ -83,6 +83,18 @@ def test_a_sweep_asking_for_another_ray_than_the_one_this_process_runs_is_refuse
             assert not (tmp_path / "other").exists()
 
 
+def test_a_refused_sweep_leaves_no_folder_it_made_above_its_store(tmp_path, ray_local,
+                                                                  capsys):
+    """The sweep file's default storage is results/NAME: a run refused after the store was
+    set up removes results/ too when it made it (and it is still empty)."""
+    from mutransfer.cli import main
+
+    path = write_sweep(tmp_path, "nested", {"lr": [0.001]}, tmp_path / "results" / "nested")
+    assert main(["sweep", str(path), "--num-cpus", "1"]) == 2
+    assert "already runs a Ray with 2 CPUs" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_diverging_cell_is_stored_as_diverged_and_the_sweep_carries_on(diverging_sweep):
     path, rc, out = diverging_sweep
     assert rc == 0, out

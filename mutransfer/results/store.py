@@ -100,6 +100,7 @@ class Store:
     def __init__(self, location: str | Path):
         self.location = absolute_location(location)
         self.fs, self.root = resolve(self.location)
+        self._made_above: list[str] = []  # folders above the root ensure_writable made
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -184,6 +185,8 @@ class Store:
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
+            self._made_above = [f for f in made
+                                if f not in (self.root, self.trials_dir, self.steps_dir)]
         except OSError as exc:
             delete_quietly(self.fs, probe)
             self._remove_made(made)
@@ -213,13 +216,15 @@ class Store:
 
     def delete_if_no_results(self) -> bool:
         """Remove the whole folder when it holds no Parquet part (only what a run set up:
-        empty tables, sweep.yaml); True when removed. Results are never deleted."""
+        empty tables, sweep.yaml), and the folders above it that ensure_writable made, each
+        when empty; True when removed. Results are never deleted."""
         if not self.exists():
             return False
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
         if any(i.path.endswith(".parquet") or ".parquet." in i.path for i in infos):
             return False
         self.fs.delete_dir(self.root)
+        self._remove_made(self._made_above)  # e.g. the results/ of a default results/NAME
         return True
 
     def write_text(self, name: str, text: str) -> None:
