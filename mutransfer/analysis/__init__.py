@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mutransfer.analysis.core import Analysis, analyze
 from mutransfer.analysis.render import full_text, summary_table
-from mutransfer.analysis.write import write_analysis
+from mutransfer.analysis.write import write_analysis, write_report
 from mutransfer.errors import UserError
 from mutransfer.results.fs import is_uri
 
@@ -43,7 +43,5 @@ def make_plots(results_dir: str | Path, analysis: Analysis | None = None,
     Pass `analysis` to reuse one already computed (the bootstrap is the slow part).
     Matplotlib is imported only here, so `analyze` stays light.
     """
-    from mutransfer.analysis.write import write_report
-
     a = analysis if analysis is not None else analyze(results_dir)
     return write_report(a, Path(out_dir) if out_dir is not None else analysis_dir(results_dir))

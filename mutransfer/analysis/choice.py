@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+from pydantic import ValidationError
 
-from mutransfer.analysis_defaults import TOKEN_SOURCES
-from mutransfer.errors import UserError
+from mutransfer.analysis_defaults import TOKEN_SOURCES, AnalysisSection
+from mutransfer.errors import UserError, format_validation_error
 from mutransfer.results.schema import stored_config
 
 TARGET_DEFAULT = "lr"
@@ -89,11 +90,6 @@ def sweep_section(yaml_text: str | None) -> dict:
     section = doc.get("analysis") if isinstance(doc, dict) else None
     if section is None:
         return {}
-    from pydantic import ValidationError
-
-    from mutransfer.analysis_defaults import AnalysisSection
-    from mutransfer.errors import format_validation_error
-
     try:
         return AnalysisSection.model_validate(section).model_dump(exclude_none=True)
     except ValidationError as exc:

@@ -14,6 +14,7 @@ from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import NEEDS_TWO
 from mutransfer.analysis.fit import WINDOW_STEPS
+from mutransfer.analysis.provenance import provenance, sweep_file
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
 
@@ -291,8 +292,6 @@ def _section(s: Section) -> str:
 
 def _provenance(a: Analysis) -> str:
     """Where the results came from (mutransfer/analysis/provenance.py), and the sweep file."""
-    from mutransfer.analysis.provenance import provenance, sweep_file
-
     items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(text)}</li>"
                     for label, text in provenance(a))
     text = sweep_file(a)

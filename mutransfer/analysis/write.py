@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mutransfer.analysis.coordverdict import AXES
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.render import Figure, markdown, render_html
@@ -63,7 +64,6 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     """Every figure the folder supports, keyed by the table section it goes with."""
     # matplotlib is imported here, not at the top: the tables and analysis.md need none of it
     from mutransfer.analysis.coordplot import coord_axis, plot_coord_check, read_coord
-    from mutransfer.analysis.coordverdict import AXES
     from mutransfer.analysis.curves import plot_training_curves
     from mutransfer.analysis.plots import plot_loss_vs_lr, plot_lr_opt, plot_stability
 
