@@ -113,6 +113,7 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
 
 def scale_figures(a: Analysis, out: Path) -> dict[str, Figure]:
     """The optimum against each scale axis, and the law's predictions against the optima."""
+    # matplotlib: imported here, not at the top, as in make_figures
     from mutransfer.analysis.scaleplots import plot_law, plot_scale_optima
 
     c = a.choice
