@@ -24,6 +24,8 @@ from mutransfer.analysis.coordverdict import (
 from mutransfer.coord.check import check_settings
 from mutransfer.coord.measure import run_coord_check, trial_config
 from mutransfer.coord.settings import CoordSettings
+from mutransfer.data import load_data
+from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError, format_validation_error
 
 Progress = Callable[[int, int, str], None]
@@ -98,9 +100,6 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
     """Run a coordinate check: every (parameterization, width or depth, seed) model trained
     `settings.steps` steps on the stdlib corpus, then the slopes and the verdict. Bad settings
     raise UserError (naming the setting through `name`) before anything runs."""
-    from mutransfer.data import load_data
-    from mutransfer.data.config import DataConfig
-
     s = settings or CoordSettings()
     check_settings(s, name)
     _check_every_model(s, name)

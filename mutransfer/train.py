@@ -34,8 +34,10 @@ from mutransfer.data import load_data
 from mutransfer.data.base import IGNORE_INDEX, DataSource
 from mutransfer.denormals import flush_denormals
 from mutransfer.divergence import DivergenceMonitor
+from mutransfer.errors import UserError
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
+from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn
 from mutransfer.optim import decay_timescales, make_optimizer, schedule_factor, set_lr
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
@@ -83,8 +85,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        from mutransfer.errors import UserError
-
         raise UserError("train.device: cuda requested but no CUDA device is available")
     return torch.device(name)
 
@@ -155,7 +155,6 @@ def _build(config: TrialConfig) -> _Trial:
     device = resolve_device(t.device)
     if getattr(config.model, "scan_backend", None) == "mamba_ssm":
         # a missing optional backend is a one-line error before the data is read or cached
-        from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn
         load_selective_scan_fn()
     source = load_data(config.data)
     # What the data-dependent init schemes see of the data, handed from the source to the model:
