@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mutransfer.config import TrialConfig, mamba2_layout
+
 Regime = Literal["cpu", "cuda"]
 GiB = float(1 << 30)
 CUDA_RESERVE_BYTES = 1.0 * GiB  # CUDA context, cuBLAS workspace, allocator slack
@@ -64,8 +66,6 @@ class Shape:
     @classmethod
     def of(cls, config: dict[str, Any], vocab: int | None, input_dim: int | None = None,
            output_dim: int | None = None) -> Shape:
-        from mutransfer.config import TrialConfig, mamba2_layout
-
         c = TrialConfig.model_validate(config)
         m, t = c.model, c.train
         out = output_dim if output_dim is not None else (vocab or 1)

@@ -34,6 +34,8 @@ def tokenizer_vocab(name: str) -> int:
         return 256
     if name.endswith(".json"):
         return _json_vocab(Path(name).expanduser())
+    # imported here, not at the top: data.tokenizers imports numpy and pyarrow, which the
+    # sweep's plan (validate, --dry-run) needs only for a tokenizer other than byte or JSON
     from mutransfer.data.tokenizers import make_tokenizer
 
     try:
