@@ -44,7 +44,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mutransfer.data.config import DataConfig
-from mutransfer.data.files import FileSet, data_dir
+from mutransfer.data.files import FileSet, data_dir, resolve_files
+from mutransfer.data.tokenizers import tokenizer_identity
 from mutransfer.errors import UserError, format_validation_error
 
 # 2: each shard's checksum and largest token id in the index. The format is part of the key,
@@ -68,8 +69,8 @@ def shard_name(i: int) -> str:
 
 def source_files(cfg: DataConfig) -> FileSet:
     """The files of a text source (an hf dataset is fetched first when it is not cached)."""
-    from mutransfer.data.files import resolve_files
-
+    # a source's module is imported only for that source: stdlib and hf import torch (through
+    # the in-memory and Parquet readers), which the cache itself does not need
     if cfg.source == "stdlib":
         from mutransfer.data.stdlib import stdlib_files
 
@@ -84,8 +85,6 @@ def source_files(cfg: DataConfig) -> FileSet:
 
 def identity(cfg: DataConfig, files: FileSet) -> dict[str, Any]:
     """What the cached tokens are a function of (hashed into the key; kept in the index)."""
-    from mutransfer.data.tokenizers import tokenizer_identity
-
     stamps = []
     for path, key in zip(files.files, files.keys()):
         stat = path.stat()

@@ -34,6 +34,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.memory import MemorySource
 from mutransfer.data.packing import packed_batches
 from mutransfer.data.parquet import epoch_order
+from mutransfer.data.prepare import prepare_cache
 from mutransfer.errors import UserError
 
 CACHED_SOURCES = MEMORY_SOURCES + STREAM_SOURCES
@@ -123,8 +124,6 @@ def load_cached(cfg: DataConfig, prepare: bool = True, out: TextIO | None = None
     if open_cache(ref) is None:  # checks the shards' sizes too
         if not prepare:
             return None
-        from mutransfer.data.prepare import prepare_cache
-
         prepare_cache(cfg, ref, workers=workers, out=out)
     return _opened(cfg.source, str(ref.path), (ref.path / INDEX).stat().st_mtime_ns)
 

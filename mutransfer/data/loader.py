@@ -30,6 +30,7 @@ def load_data(cfg: DataConfig, cache: CacheMode = "use") -> DataSource:
     """The source of `cfg`; UserError (one line) on a missing path, an empty or column-less
     Parquet file, a missing tokenizer or dataset. Text sources read their token cache
     (mutransfer/data/cache.py) as `cache` says; in-memory corpora are cached per process."""
+    # imported here, like the sources: the cache's readers import torch and pyarrow
     from mutransfer.data.cached import CACHED_SOURCES, load_cached
 
     if cache != "off" and cfg.source in CACHED_SOURCES:

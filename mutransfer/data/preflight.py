@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from mutransfer.data.base import SPLITS
+from mutransfer.data.cache import locate, open_cache
 from mutransfer.data.config import DataConfig
+from mutransfer.data.loader import load_data
+from mutransfer.data.prepare import prepare_cache
 from mutransfer.errors import UserError
 
 
@@ -18,8 +21,6 @@ def check_batches(data: DataConfig, shapes: list[tuple[int, int]]) -> None:
     """Draw one batch of each split for each (batch_size, seq_len); UserError when the source
     cannot give one or gives another shape. Reads the token cache when there is one, else
     tokenizes what the batches need in memory: nothing is written."""
-    from mutransfer.data.loader import load_data
-
     source = load_data(data, cache="read")
     for batch_size, seq_len in shapes:
         for split in SPLITS:
@@ -48,9 +49,8 @@ def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
                    workers: int | None = None) -> list[str]:
     """Tokenize each distinct text source into its token cache unless it is there (the
     sweep's pre-flight, `mutransfer prepare`); the cache folder of each, in order."""
-    from mutransfer.data.cache import locate, open_cache
+    # imported here: data.cached (for CACHED_SOURCES) imports torch, this module does not
     from mutransfer.data.cached import CACHED_SOURCES
-    from mutransfer.data.prepare import prepare_cache
 
     folders = []
     for raw in datas:

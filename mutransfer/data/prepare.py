@@ -35,6 +35,7 @@ from mutransfer.data.cache import (
 from mutransfer.data.config import DataConfig
 from mutransfer.data.tokenizers import make_tokenizer, token_dtype
 from mutransfer.errors import UserError
+from mutransfer.statusline import StatusLine
 
 HASH_BLOCK = 1 << 23
 # Below this many bytes of Parquet a process pool costs more than it saves (starting a
@@ -84,6 +85,8 @@ def prepare_cache(cfg: DataConfig, ref: CacheRef, workers: int | None = None,
 def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
             progress: Progress) -> dict[str, Any]:
     """stdlib, text: the two buffers the in-memory source holds, train then eval."""
+    # the readers (data.text, data.parquet, data.hf, data.memory) import torch: imported where
+    # used, so that importing this module does not
     from mutransfer.data.text import corpus_from_files
 
     tok = make_tokenizer(cfg.tokenizer)
@@ -111,6 +114,7 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
 def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
             progress: Progress) -> dict[str, Any]:
     """parquet, hf: one shard per file, each row group's train tokens then its eval tokens."""
+    # imported here: the Parquet and hf readers import torch (see _memory)
     from mutransfer.data.parquet import ParquetSource, describe_units, shard_units
 
     tok = make_tokenizer(cfg.tokenizer)
@@ -186,6 +190,7 @@ def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed:
                   ) -> tuple[list[tuple[int, int]], str, dict[str, Any]]:
     """Write one Parquet file's shard; ([(train, eval) tokens per row group], the file's
     content hash, the shard's largest id and checksum)."""
+    # imported here: the Parquet reader imports torch (see _memory)
     from mutransfer.data.parquet import unit_texts
 
     tok = make_tokenizer(tokenizer)
@@ -211,8 +216,6 @@ class _ProgressLine:
     """`preparing tokens of parquet: 3/14 files, 12.3M tokens, 41 s` on one line."""
 
     def __init__(self, out: TextIO | None, source: str, n_files: int):
-        from mutransfer.statusline import StatusLine
-
         self.status = StatusLine(out) if out is not None else None
         self.source, self.n_files = source, n_files
         self.start = time.monotonic()
@@ -231,7 +234,7 @@ class _ProgressLine:
         if self.status is None or (now - self.last < 1.0 and done < total):
             return
         self.last = now
-        from mutransfer.data.memory import human
+        from mutransfer.data.memory import human  # data.memory imports torch (see _memory)
 
         self.status.draw(f"preparing the token cache of {self.source}: {done}/{total} files, "
                          f"{human(tokens)} tokens, {now - self.start:.0f} s")
@@ -239,7 +242,7 @@ class _ProgressLine:
     def close(self, cache: TokenCache, written: bool) -> None:
         if self.status is None:
             return
-        from mutransfer.data.memory import human
+        from mutransfer.data.memory import human  # data.memory imports torch (see _memory)
 
         total = sum(int(s["tokens"]) for s in cache.index["shards"])
         what = (f"prepared in {time.monotonic() - self.start:.1f} s" if written else
