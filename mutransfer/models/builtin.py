@@ -10,6 +10,7 @@ import torch.nn as nn
 from mutransfer.models.lm import SequenceModel
 from mutransfer.models.mamba import MambaMixer
 from mutransfer.models.mamba2 import Mamba2Mixer
+from mutransfer.models.s4d import S4DMixer
 
 
 def make_mixer_factory(cfg, width: int):
@@ -36,8 +37,6 @@ def make_mixer_factory(cfg, width: int):
                                n_layer=mc.n_layer, scan_backend=backend, layer_idx=i)
         return make
     if mc.arch == "s4d":
-        from mutransfer.models.s4d import S4DMixer
-
         def make(i: int) -> nn.Module:
             return S4DMixer.from_config(width, mc, layer_idx=i)
         return make

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from mutransfer.ops import causal_conv
 from mutransfer.ops.triton_scan import DEFAULT_CONFIG, ScanConfig, load_kernels
 
 # pointer arguments in the activations' dtype; every other pointer is float32
@@ -166,7 +167,9 @@ def _jobs(kernels, config: ScanConfig) -> list[tuple]:
 def _conv_jobs() -> list[tuple]:
     """The causal conv + SiLU kernels at their fixed tiles, channel strides 1 (specialised
     as at run time: x is a view of in_proj's output, gradients contiguous)."""
-    from mutransfer.ops import causal_conv, conv_kernels
+    # conv_kernels imports triton: imported here, after load_kernels has checked that triton
+    # is there and new enough (a missing one is a one-line UserError, not an ImportError)
+    from mutransfer.ops import conv_kernels
 
     tiles = dict(K=4, BLOCK_T=causal_conv.BLOCK_T, BLOCK_D=causal_conv.BLOCK_D)
     options = {"num_warps": causal_conv.WARPS}
