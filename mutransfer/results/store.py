@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from mutransfer import __version__
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import (
     absolute_location,
@@ -37,6 +38,7 @@ from mutransfer.results.fs import (
     write_atomic,
     write_part_atomic,
 )
+from mutransfer.results.provenance import git_commit
 from mutransfer.results.schema import (
     STEP_COLUMNS,
     STEP_FIELDS,
@@ -549,9 +551,6 @@ def versions() -> str:
         except metadata.PackageNotFoundError:
             found[dist] = None
     if found["mutransfer"] is None:
-        from mutransfer import __version__
         found["mutransfer"] = __version__
-    from mutransfer.results.provenance import git_commit
-
     found["git"] = git_commit()  # the checkout's commit, when run from one
     return json.dumps(found, sort_keys=True)
