@@ -13,11 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from mutransfer.analysis_defaults import FIT_WINDOW, AnalysisSection
+from mutransfer.config import ModelConfig, TrainConfig
 from mutransfer.configbase import StrictModel, read_yaml, validate
+from mutransfer.data.config import DataConfig
+from mutransfer.param.config import ParamConfig, ParamName
 
 WidthMap = dict[int, float]
 Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
@@ -268,12 +278,6 @@ class LRRange(StrictModel):
 
 def json_schema() -> dict[str, Any]:
     """The JSON schema of sweep files, with the typed trial sections and axes."""
-    from pydantic import ConfigDict, create_model
-
-    from mutransfer.config import ModelConfig, TrainConfig
-    from mutransfer.data.config import DataConfig
-    from mutransfer.param.config import ParamConfig, ParamName
-
     values = list[float] | LRRange
     axes = create_model(
         "Axes", __config__=ConfigDict(extra="allow"),
