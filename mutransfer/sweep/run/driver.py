@@ -21,6 +21,8 @@ from typing import Any, TextIO
 import yaml
 
 from mutransfer.configbase import validate
+from mutransfer.data.config import DataConfig
+from mutransfer.data.preflight import check_batches, prepare_caches, shapes_by_data
 from mutransfer.errors import UserError
 from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
@@ -150,9 +152,6 @@ def check_data_present(plan: Plan) -> None:
     """Open each distinct data source once on the driver and draw a batch of each split in
     each shape its trials use: a missing dataset, or one too small for a batch, is reported
     before Ray starts (the data layer's error says where the files should be)."""
-    from mutransfer.data.config import DataConfig
-    from mutransfer.data.preflight import check_batches, shapes_by_data
-
     configs = [u.config for u in (plan.groups if plan.adaptive else plan.cells)]
     for data, shapes in shapes_by_data(configs):
         try:
@@ -167,8 +166,6 @@ def check_data_present(plan: Plan) -> None:
 def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
     """The pre-flight's tokenizing: each text source of the sweep into its token cache
     (mutransfer/data/cache.py) unless it is there, so that no trial tokenizes; the folders."""
-    from mutransfer.data.preflight import prepare_caches
-
     return prepare_caches(plan.data_configs(), out=out)
 
 

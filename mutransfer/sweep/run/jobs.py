@@ -22,6 +22,8 @@ from typing import Any
 
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.fs import is_uri
+from mutransfer.results.lease import busy_message, live_holder
+from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
     check_storage_reachable,
     enable_token_auth,
@@ -125,6 +127,8 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
            analysis: bool = True, job_id: str | None = None, max_cells: int | None = None) -> str:
     """Validate the sweep here, then send it as a job; returns the job id. The job's driver
     takes the store's lease itself; a store that a driver holds already is refused here."""
+    # the driver (the plan, the store, torch) is imported here, not at the top: `mutransfer
+    # jobs` imports this module for a job's status and logs, which need none of it
     from mutransfer.sweep.run.driver import prepare
 
     # the data lives on the cluster
@@ -207,9 +211,6 @@ def _quietly(fn, job_id: str) -> None:
 def _refuse_a_held_store(location: str) -> None:
     """Where this machine reaches the storage too (a shared path, a bucket), a live driver's
     lease there refuses the job before it is sent; elsewhere the job's driver refuses."""
-    from mutransfer.results.lease import busy_message, live_holder
-    from mutransfer.results.store import Store
-
     try:
         store = Store(location)
         store.check_is_store()

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mutransfer.config import TrainConfig, TrialConfig
+from mutransfer.data.cached import corpus_fingerprint
+from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError, first_line
 from mutransfer.results.checkpoints import MAX_OVERHEAD, TrialCheckpoint
+from mutransfer.results.provenance import environment_json
 from mutransfer.results.store import Store, versions
 from mutransfer.sweep.plan.identity import canonical_json, trial_id
 from mutransfer.sweep.run.horizon import HorizonCheckpoint, diverged_in_trunk, row_columns
@@ -204,10 +207,6 @@ def length_columns(config: dict[str, Any], params: int | None) -> dict[str, Any]
 def provenance(payload: TrialUnit) -> dict[str, Any]:
     """The corpus and environment fingerprints of a trial, as JSON (the `corpus` and `env`
     columns): what two runs that disagree are compared on."""
-    from mutransfer.data.cached import corpus_fingerprint
-    from mutransfer.data.config import DataConfig
-    from mutransfer.results.provenance import environment_json
-
     try:  # provenance, not a result: a data folder gone since the run must not lose it
         corpus = corpus_fingerprint(DataConfig.model_validate(payload.config["data"]))
     except Exception:
