@@ -40,6 +40,15 @@ def test_only_failed_trials_is_one_line_and_exit_2(tmp_path, capsys):
     assert "failed" in one_line_error(capsys)
 
 
+def test_trials_complete_but_without_a_loss_are_named_as_such_not_as_failed(tmp_path, capsys):
+    t = synthetic_tables([MUP], [64], LR_GRID, [0])
+    t.trials[["status", "diverged", "final_eval_loss"]] = ["complete", False, np.nan]
+    assert main(["analyze", str(write_results(tmp_path, t))]) == 2
+    err = one_line_error(capsys)
+    assert f"{len(t.trials)} trials" in err and "no final loss" in err
+    assert "all 0 trials" not in err and "failed" not in err
+
+
 def test_one_width_prints_lr_star_and_one_line_about_drift(tmp_path, capsys):
     root = planted_results(tmp_path, [128])
     assert main(["analyze", str(root)]) == 0

@@ -136,6 +136,17 @@ def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _nothing_left(results_dir: str | Path, n: int, prep: Prepared) -> str:
+    """Why no trial of `results_dir` is left to analyze: failed, no loss, stopped early."""
+    if prep.n_failed == n:
+        return f"all {n} trials in {results_dir} failed: nothing to analyze"
+    why = [f"{k} {text}" for k, text in ((prep.n_failed, "failed"),
+                                         (prep.n_no_loss, "not diverged yet no final loss"),
+                                         (prep.n_stopped + prep.n_stopped_with,
+                                          "stopped early or in a stopped cell")) if k]
+    return f"none of the {n} trials in {results_dir} has a loss to analyze: {', '.join(why)}"
+
+
 def scale_name(choice: Choice, col: str) -> str:
     """The chosen name of a scale axis from its internal column (analysis/groups.py)."""
     if col == "width":
@@ -207,7 +218,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     choice = choose(results_dir, ran, target, scale)
     prep = prepare(trials, choice)
     if prep.trials.empty:
-        raise UserError(f"all {prep.n_failed} trials in {results_dir} failed: nothing to analyze")
+        raise UserError(_nothing_left(results_dir, len(trials), prep))
     optima = group_optima(prep, fit_window)
     lr_opt, cells = optimum_tables(optima, prep.group_cols)
     fam = prep.family_cols
