@@ -246,6 +246,9 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
         if "=" not in item:
             raise UserError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
+        if not all(part.strip() for part in key.split(".")):
+            raise UserError(f"--set {item!r}: an empty key or key part (expected e.g. "
+                            "train.lr=0.003)")
         try:
             value = load_yaml(raw)
         except yaml.YAMLError:
