@@ -79,6 +79,15 @@ def test_budget_parsing():
         parse_budget("ten")
 
 
+def test_a_fractional_trial_steps_budget_is_refused_not_rounded_down():
+    """10.5 trial-steps is no count of steps: refused as written (before, it ran as 10, and
+    0.5 as a budget of 0); fractional minutes stay fine."""
+    for text in ("10.5", "0.5"):
+        with pytest.raises(UserError, match=rf"--budget {text}: .*whole number"):
+            parse_budget(text)
+    assert parse_budget("1.5m").minutes == 1.5
+
+
 def test_check_file_becomes_a_transfer_sweep():
     spec = CheckSpec(name="c", model={"arch": "mamba"}, param={"name": "mup_ssm"},
                      check={"widths": [128, 64, 256], "seeds": [0, 1]})

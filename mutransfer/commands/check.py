@@ -59,7 +59,10 @@ def parse_budget(text: str | None) -> Budget:
         raise UserError(f"--budget {text}: give trial-steps (e.g. 20000) or minutes (e.g. 10m)")
     if m.group(2):
         return Budget(minutes=float(m.group(1)))
-    return Budget(steps=int(float(m.group(1))))
+    if not m.group(1).isdigit():
+        raise UserError(f"--budget {text}: trial-steps is a whole number (e.g. 20000); "
+                        "minutes take an m (e.g. 10.5m)")
+    return Budget(steps=int(m.group(1)))
 
 
 def _trial_configs(spec):
