@@ -173,6 +173,9 @@ def test_the_printed_verdict_says_what_it_measures_and_where_to_read_more():
     (["--model", "tie_embeddings"], "--model 'tie_embeddings': expected FIELD=VALUE"),
     (["--alpha", "0"], "--alpha: must be between 0 and 1"),
     (["--alpha", "1.5"], "--alpha: must be between 0 and 1"),
+    # 0 is no width (it used to run as the smallest width); 4 is below the minimum
+    (["--widths", "16", "32", "--base-width", "0"], "--base-width: 0 is below the minimum"),
+    (["--widths", "16", "32", "--base-width", "4"], "--base-width: 4 is below the minimum"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     code = main(["coord-check", "--out", str(tmp_path / "out"), *argv])

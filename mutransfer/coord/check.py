@@ -25,6 +25,9 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
     if min(s.widths) < MIN_WIDTH:
         raise UserError(f"{name('widths')}: {min(s.widths)} is below the minimum width "
                         f"{MIN_WIDTH}")
+    if s.base_width is not None and s.base_width < MIN_WIDTH:
+        raise UserError(f"{name('base_width')}: {s.base_width} is below the minimum width "
+                        f"{MIN_WIDTH}")
     if s.base_width is not None and s.base_width > min(s.widths):
         raise UserError(f"{name('base_width')}: must not exceed the smallest width")
     for p in s.params:
