@@ -379,6 +379,7 @@ def test_a_planted_depth_law_is_recovered_on_the_last_block():
     (["--depths", "2", "4", "--n-layer", "3"], "--n-layer: a depth check sets it"),
     (["--depths", "2", "4", "--model", "n_layer=3"], "--model n_layer: a depth check sets"),
     (["--width", "64"], "--width: only with --depths"),
+    (["--depths", "2", "4", "--width", "4"], "--width: 4 is below the minimum width 8"),
     (["--depths", "2", "4", "--depth-param", "completep"], "--depth-param: this version has"),
 ])
 def test_bad_depth_input_gives_one_line_and_exit_2(tmp_path, capsys, argv, needle):

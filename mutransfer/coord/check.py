@@ -22,8 +22,9 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
             raise UserError(f"{name('widths')}: give at least two different widths")
         if s.n_layer < 1:
             raise UserError(f"{name('n_layer')}: must be at least 1, got {s.n_layer}")
-    if min(s.widths) < MIN_WIDTH:
-        raise UserError(f"{name('widths')}: {min(s.widths)} is below the minimum width "
+    if min(s.widths) < MIN_WIDTH:  # a depth check's one width is --width
+        raise UserError(f"{name('width' if s.depths else 'widths')}: {min(s.widths)} is "
+                        f"below the minimum width "
                         f"{MIN_WIDTH}")
     if s.base_width is not None and s.base_width < MIN_WIDTH:
         raise UserError(f"{name('base_width')}: {s.base_width} is below the minimum width "
