@@ -347,3 +347,28 @@ def test_stores_old_and_new_and_empty_folders_are_accepted(tmp_path, capsys):
     for folder in (old, empty, new, tmp_path / "not-yet"):
         path = write(tmp_path / "s.yaml", sweep(storage=str(folder)))
         assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err
+
+
+# -- a model no machine holds --------------------------------------------------------------------
+
+HUGE = str(2**40)  # a width whose embedding alone is petabytes: never allocatable
+
+
+@pytest.mark.parametrize("argv", [
+    lambda t: ["train", str(_trial_config(t)), "--set", f"width={HUGE}", "--out",
+               str(t / "results" / "x.json")],
+    lambda t: ["roles", str(_trial_config(t)), "--width", HUGE],
+    lambda t: ["coord-check", "--widths", "16", HUGE, "--param", "sp", "--seeds", "0",
+               "--steps", "1", "--out", str(t / "results")],
+], ids=["train", "roles", "coord-check"])
+def test_a_width_too_large_for_memory_is_one_line_not_a_traceback(tmp_path, capsys, argv):
+    """Found when the model is built (after the progress of what came before: the token
+    cache, a coordinate check's smaller widths): one error line, exit 2, nothing written."""
+    (tmp_path / "results").mkdir()
+    rc = main(argv(tmp_path))
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert errors == [err.strip().splitlines()[-1]], err
+    assert f"width {HUGE}: the model does not fit in memory" in errors[0]
+    assert not any((tmp_path / "results").iterdir())

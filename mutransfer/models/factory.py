@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -117,7 +118,24 @@ def user_factory(cfg, spec) -> Factory:
 
 
 def factory_for(cfg, spec) -> Factory:
-    return builtin_factory(cfg, spec) if cfg.model.builtin else user_factory(cfg, spec)
+    return in_memory(builtin_factory(cfg, spec)) if cfg.model.builtin else \
+        user_factory(cfg, spec)
+
+
+def in_memory(make: Factory) -> Factory:
+    """`make`, with a model too large for this machine's memory refused in one line naming
+    the width (a user factory's errors are one line already)."""
+    def at(width: int) -> nn.Module:
+        try:
+            return make(width)
+        except (MemoryError, RuntimeError) as exc:
+            if not isinstance(exc, MemoryError) and "can't allocate memory" not in str(exc):
+                raise
+            size = re.search(r"allocate (\d+) bytes", str(exc))
+            asked = f": it asked for {int(size[1]) / 1e9:,.0f} GB at once" if size else ""
+            raise UserError(f"width {width}: the model does not fit in memory{asked}") \
+                from None
+    return at
 
 
 def base_build(make: Factory, width: int) -> nn.Module:
