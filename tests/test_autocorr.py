@@ -104,3 +104,16 @@ def test_cli_rejects_a_bad_config(tmp_path, capsys) -> None:
     path.write_text("data: {source: synthetic, rho: cubic}\n")
     assert main(["autocorr", "--data", str(path)]) == 2
     assert "rho" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--data", "ar1", "--rho", "1.5"], "--rho 1.5"),  # was a math domain error traceback
+    (["--data", "ar1", "--rho", "nan"], "--rho nan"),
+    (["--kappa", "0"], "--kappa 0"),
+    (["--kappa", "nan"], "--kappa nan"),  # was a table of nan
+    (["--data", "constant", "--noise", "-1"], "--noise -1"),
+])
+def test_cli_refuses_an_option_out_of_its_range_in_one_line(capsys, argv, needle) -> None:
+    assert main(["autocorr", "--lengths", "8", "16", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"error: {needle}:"), err

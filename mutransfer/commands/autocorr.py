@@ -87,6 +87,11 @@ def run(args) -> int:
     lengths = sorted(set(args.lengths))
     if lengths[0] < 2 or args.samples < 1:
         raise UserError("--lengths must be >= 2 and --samples >= 1")
+    for name, value, ok, want in (("--rho", args.rho, abs(args.rho) < 1, "inside (-1, 1)"),
+                                  ("--kappa", args.kappa, args.kappa > 0, "above 0"),
+                                  ("--noise", args.noise, args.noise >= 0, "at least 0")):
+        if not ok:  # NaN fails each comparison too
+            raise UserError(f"{name} {value:g}: give a number {want}")
     if args.data in SIGNALS:
         def draw(length: int):
             return signals.make(args.data, args.samples, length, rho=args.rho,
