@@ -189,6 +189,8 @@ BAD_COMMANDS = [
                 "--working-dir", str(t)], "not a valid HOST:PORT"),
     ("logs from an unreachable dashboard",
      lambda t: ["logs", "raysubmit_1", "--address", "http://127.0.0.1:1"], "cannot reach"),
+    ("status at a dashboard URL with an unclosed IPv6 bracket",
+     lambda t: ["status", "raysubmit_1", "--dashboard", "http://[::1"], "not a valid HOST:PORT"),
     ("storage under a regular file",
      lambda t: ["sweep", str(_ok_sweep(t)), "--storage", str(t / "ok.yaml" / "results")],
      "not writable"),

@@ -96,8 +96,8 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
     import socket
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    try:
+    try:  # urlsplit itself refuses some (an unclosed IPv6 bracket)
+        parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 8265)
     except ValueError:
         raise UserError(f"dashboard {address}: not a valid HOST:PORT") from None
