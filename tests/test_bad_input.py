@@ -374,3 +374,12 @@ def test_a_width_too_large_for_memory_is_one_line_not_a_traceback(tmp_path, caps
     assert errors == [err.strip().splitlines()[-1]], err
     assert f"width {HUGE}: the model does not fit in memory" in errors[0]
     assert not any((tmp_path / "results").iterdir())
+
+
+@pytest.mark.parametrize("mfu", ["0", "2", "nan"])
+def test_a_bad_mfu_is_refused_before_validate_says_ok(tmp_path, capsys, mfu):
+    """Refused with the command line, not after the file's `ok` line was printed."""
+    rc = main(["validate", str(_ok_sweep(tmp_path)), "--mfu", mfu])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", out
+    assert err.count("\n") == 1 and err.startswith("error: ") and "--mfu" in err, err

@@ -18,6 +18,21 @@ def add_max_cells(p) -> None:
                         f"guard against a mistyped grid")
 
 
+def _fraction(text: str) -> float:
+    """--mfu's value: refused with the command line, before any file is read or printed."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a fraction of the peak in (0, 1], "
+                                         "e.g. 0.3")
+    return value
+
+
 def add_cost_options(p) -> None:
     """--gpu and --mfu, shared by validate and `sweep --dry-run`."""
     from mutransfer.cost.gpus import GPUS
@@ -25,7 +40,7 @@ def add_cost_options(p) -> None:
     p.add_argument("--gpu", default=None, choices=sorted(GPUS), type=str.lower,
                    help="GPU the cost table's GPU-hours are for (default: h100 for a sweep "
                         "on cuda, none for a CPU sweep)")
-    p.add_argument("--mfu", type=float, default=None, metavar="F",
+    p.add_argument("--mfu", type=_fraction, default=None, metavar="F",
                    help="GPU-hours at this fraction of the GPU's peak FLOP/s instead of the "
                         "measured throughput (benchmarks/README.md)")
 
