@@ -301,6 +301,11 @@ def test_roles_command_prints_a_pasteable_table(capsys):
         table["model"]["roles"]
 
 
+def test_roles_refuses_width_0_instead_of_reading_it_as_unset(capsys):
+    assert main(["roles", "examples/tiny_gpt.yaml", "--width", "0"]) == 2
+    assert "--width 0: give a width above model.base_width" in capsys.readouterr().err
+
+
 def test_apply_is_unchanged_for_builtin_declared_roles():
     """Declared roles given explicitly or not: the same model (the seam adds nothing)."""
     cfg = TrialConfig(width=128, model={"base_width": 64}, param={"name": "mup_ssm"})

@@ -112,6 +112,7 @@ def test_cli_rejects_a_bad_config(tmp_path, capsys) -> None:
     (["--kappa", "0"], "--kappa 0"),
     (["--kappa", "nan"], "--kappa nan"),  # was a table of nan
     (["--data", "constant", "--noise", "-1"], "--noise -1"),
+    (["--lengths", "100000000000"], "--lengths 100000000000 x --samples 64"),  # was a MemoryError
 ])
 def test_cli_refuses_an_option_out_of_its_range_in_one_line(capsys, argv, needle) -> None:
     assert main(["autocorr", "--lengths", "8", "16", *argv]) == 2

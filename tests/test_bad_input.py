@@ -383,3 +383,12 @@ def test_a_bad_mfu_is_refused_before_validate_says_ok(tmp_path, capsys, mfu):
     out, err = capsys.readouterr()
     assert rc == 2 and out == "", out
     assert err.count("\n") == 1 and err.startswith("error: ") and "--mfu" in err, err
+
+
+@pytest.mark.parametrize("n", ["0", "-1"])
+def test_a_cell_limit_below_one_is_refused_with_the_command_line(tmp_path, capsys, n):
+    """--max-cells 0 was taken, and every sweep then refused as 'more than the limit of 0'."""
+    rc = main(["validate", str(_ok_sweep(tmp_path)), "--max-cells", n])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", out
+    assert err.count("\n") == 1 and f"--max-cells: {n}: give a whole number" in err, err

@@ -12,6 +12,9 @@ Mamba's in_proj/conv, or S4D's mixer input; channels pooled as sequences), as th
 from __future__ import annotations
 
 SIGNALS = ("white", "ar1", "constant")
+# values of one length's sample (samples x L): 2^27 float64s are 1 GiB, and the estimator's
+# FFTs take a few times that; beyond it the answer is an out-of-memory traceback
+MAX_VALUES = 1 << 27
 
 
 def add_arguments(p, name: str) -> None:
@@ -87,6 +90,10 @@ def run(args) -> int:
     lengths = sorted(set(args.lengths))
     if lengths[0] < 2 or args.samples < 1:
         raise UserError("--lengths must be >= 2 and --samples >= 1")
+    if lengths[-1] * args.samples > MAX_VALUES:  # a sample of that size: memory, not an answer
+        raise UserError(f"--lengths {lengths[-1]} x --samples {args.samples}: at most "
+                        f"{MAX_VALUES:,} values a length (e.g. --lengths up to "
+                        f"{MAX_VALUES // args.samples:,})")
     for name, value, ok, want in (("--rho", args.rho, abs(args.rho) < 1, "inside (-1, 1)"),
                                   ("--kappa", args.kappa, args.kappa > 0, "above 0"),
                                   ("--noise", args.noise, args.noise >= 0, "at least 0")):

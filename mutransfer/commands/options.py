@@ -13,9 +13,23 @@ def add_max_cells(p) -> None:
     """--max-cells, shared by sweep, validate and submit."""
     from mutransfer.sweep.plan.size import MAX_CELLS
 
-    p.add_argument("--max-cells", type=int, default=None, metavar="N",
+    p.add_argument("--max-cells", type=_positive_int, default=None, metavar="N",
                    help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
                         f"guard against a mistyped grid")
+
+
+def _positive_int(text: str) -> int:
+    """A count of at least 1 (--max-cells): 0 or -1 would refuse every sweep, saying so
+    only after the file was read."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a whole number of at least 1")
+    return value
 
 
 def _fraction(text: str) -> float:

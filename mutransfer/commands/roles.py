@@ -25,7 +25,7 @@ def run(args) -> int:
     raw = read_yaml(args.config)
     model = dict(raw.get("model") or {})
     base = int(model.get("base_width", 64))
-    width = args.width or 2 * base
+    width = 2 * base if args.width is None else args.width  # --width 0 is a width, refused
     if width <= base:
         raise UserError(f"--width {width}: give a width above model.base_width {base}")
     cfg = validate(TrialConfig, {"width": width, "model": model,
