@@ -47,6 +47,14 @@ def test_an_unreachable_cluster_is_a_problem(capsys):
         capsys.readouterr().err
 
 
+@pytest.mark.parametrize("place", ["/proc/results", "/sys/results"])
+def test_a_storage_where_no_file_can_be_made_is_a_problem_even_for_root(capsys, place):
+    """Permission bits say 'writable' to root, and for /proc; a file made there says not."""
+    assert main(["doctor", "--storage", place]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: storage {place}: cannot write in /"), err
+
+
 def test_the_chosen_backend_is_remembered_per_device_and_versions():
     cpu = torch.device("cpu")
     assert backends.remembered(cpu) is None

@@ -13,7 +13,6 @@ one line per problem on stderr.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -181,14 +180,18 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
     if is_uri(location):
         r.skip(f"storage {location}: a URI (its access is checked when a sweep writes)")
         return
+    from mutransfer.commands.outputs import check_output_dir
+
     path = Path(location).expanduser().absolute()
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
-        r.ok(f"storage {location}: writable ({probe})")
-    else:
-        r.fail(f"storage {location}: {probe} is not a writable folder")
+    try:  # a file made and removed there: permission bits say yes for root, and on /proc
+        check_output_dir(path, "storage")
+    except UserError as exc:
+        r.fail(str(exc))
+        return
+    r.ok(f"storage {location}: writable ({probe})")
 
 
 def sweep_file(r: Report, path: str) -> None:
