@@ -223,6 +223,28 @@ def test_bad_tolerance_or_a_budget_below_one_seed_set_is_one_line_exit_2(tmp_pat
         assert len(err.splitlines()) == 1 and not out.exists(), err
 
 
+@pytest.mark.parametrize("check,named", [
+    ({"lr": {"log2": [-3, -10]}}, "check.lr.log2: range upside down"),
+    ({"lr": [0.1, -0.1]}, "check.lr[1]: -0.1 is not a positive learning rate"),
+    ({"search": {"window": 0}}, "check.search.window:"),
+    ({"search": {"bogus": 1}}, "check.search.bogus:"),
+])
+def test_a_refusal_of_the_transfer_stage_names_the_check_files_fields(tmp_path, capsys, check,
+                                                                      named):
+    """The transfer stage is a sweep the check builds; its refusals used to name that sweep's
+    fields ('sweep: axes.lr.log2'), which the user never wrote."""
+    from mutransfer.cli import main
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"name": "c", "model": {"arch": "mamba", "n_layer": 1,
+                                                           "base_width": 16},
+                                    "check": {"widths": [16, 32], **check}}))
+    assert main(["check", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {path}: {named}"), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_sequential_test_adds_one_seed_set_per_round_up_to_the_budget():
     spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 7}})
     assert spec.check.seed_rounds() == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]

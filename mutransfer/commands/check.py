@@ -101,27 +101,35 @@ def run(args) -> int:
     check_output_dir(out)
     configs, lr = _trial_configs(spec)
     try:
-        plan = _preflight(spec, configs, budget, args.coord_only)
+        plan = _preflight(spec, configs, budget, args.coord_only, args.file)
         return _run(spec, out, configs, lr, plan, budget, args)
     except SystemExit as exc:  # the model's code (its forward, mid-run): never a silent PASS
         raise UserError(f"model.arch {spec.model.get('arch')}: the model's code called "
                         f"sys.exit({exc.code!r}) before the check's verdict") from None
 
 
-def _preflight(spec, configs, budget: Budget, coord_only: bool):
+def _preflight(spec, configs, budget: Budget, coord_only: bool, file: str):
     """Everything that can be refused before a run: the factory (imported and probed at the
     smallest and largest width), the sweep of the transfer stage, the budget."""
     from mutransfer.data import load_data
     from mutransfer.models.factory import probe
+    from mutransfer.sweep.run.driver import prepare
 
+    def transfer_plan(check_data: bool):
+        try:
+            return prepare(spec.sweep(), check_data=check_data)
+        except UserError as exc:  # the sweep is ours: name the check file's fields, not its own
+            raise UserError(_check_fields(str(exc), file)) from None
+
+    if not coord_only:
+        transfer_plan(check_data=False)  # the file's own mistakes first, before data loads
     source = load_data(configs[0].data)
     for cfg in (configs[0], configs[-1]):
         probe(cfg, source.spec)
     if coord_only:
         return None
-    from mutransfer.sweep.run.driver import prepare  # Ray: only when the search runs
     from mutransfer.sweep.search.transfer.decisions import TransferSearch
-    plan = prepare(spec.sweep(), check_data=True)
+    plan = transfer_plan(check_data=True)
     least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
     from mutransfer.config import TrialConfig
 
@@ -138,6 +146,19 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool):
                         f"+ {least} trials x {steps} steps); raise it, or give fewer widths, "
                         f"seeds or steps")
     return {"plan": plan, "least": least, "most": most, "steps": steps}
+
+
+# the transfer stage's sweep fields (CheckSpec.sweep) and the check file's fields they hold
+SWEEP_FIELDS = (("axes.width", "check.widths"), ("axes.lr", "check.lr"),
+                ("axes.seed", "check.seeds"), ("search.", "check.search."))
+
+
+def _check_fields(message: str, file: str) -> str:
+    """A refusal of the transfer stage's sweep, in the check file's own terms."""
+    text = re.sub(r"^sweep: ", f"{file}: ", message)
+    for ours, theirs in SWEEP_FIELDS:
+        text = text.replace(f": {ours}", f": {theirs}", 1)
+    return text
 
 
 def _coord_stage(spec, out: Path, configs, lr: float):
