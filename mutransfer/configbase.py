@@ -197,8 +197,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from a file, through `yaml.safe_load` with duplicate keys refused;
     UserError on any problem."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{path}: no such file")
+    if not p.is_file():  # a folder or a device (/dev/null) is there, but is no file to read
+        raise UserError(f"{path}: " + ("not a file" if p.exists() else "no such file"))
     try:
         data = load_yaml(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -42,6 +42,8 @@ def analysis_from_args(args):
     from mutransfer.results.fs import absolute_location
 
     absolute_location(args.results_dir)  # a symlink loop, a name too long: one line
+    if Path(args.results_dir).is_file():  # named as such, not as the --out it would imply
+        raise UserError(f"{args.results_dir}: a file, not a results folder")
     check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
     return analyze(args.results_dir, fit_window=args.fit_window,
                    target=getattr(args, "target", None), scale=getattr(args, "scale", None))
