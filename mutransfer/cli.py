@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 # What `mutransfer --help` says above the list of commands.
 DESCRIPTION = (
@@ -82,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     mod = importlib.import_module(f"mutransfer.commands.{args._module}")
     try:
-        return int(mod.run(args) or 0)
+        with warnings.catch_warnings():  # restored after: main also runs inside notebooks, tests
+            warnings.showwarning = _one_line_warning
+            return int(mod.run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -97,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {format_validation_error(exc)}", file=sys.stderr)
             return 2
         raise
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's own line ('warning: ...'), not Python's two lines with the
+    source line that raised it (e.g. a store's unreadable parts, skipped)."""
+    print(f"warning: {message}", file=file or sys.stderr)
 
 
 if __name__ == "__main__":

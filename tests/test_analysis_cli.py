@@ -188,3 +188,14 @@ def test_a_store_of_two_releases_is_analyzed_one_generation_and_says_so(tmp_path
                                      "+train.threads)")
     assert main(["analyze", str(tmp_path / "mixed")]) == 0
     assert f"{n} of {total} trials are of another generation" in capsys.readouterr().out
+
+
+def test_a_store_with_an_unreadable_part_is_analyzed_with_one_warning_line(tmp_path, capsys):
+    """The part is skipped; the warning is the command's own line, not Python's two (message
+    and the source line that raised it)."""
+    root = planted_results(tmp_path, [64, 128])
+    (root / "trials" / "part-0000bad.parquet").write_bytes(b"not parquet")
+    assert main(["analyze", str(root)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: 1 unreadable parts skipped in ") and "part-0000bad" in err
+    assert err.count("\n") == 1, err
