@@ -146,7 +146,8 @@ def test_a_uri_or_an_absolute_path_is_taken_as_given_without_a_check(tmp_path, l
 
 def fake_cluster(monkeypatch, addresses: dict[str, bool]):
     """ray.nodes / remote / get of a cluster whose nodes (NodeManagerAddress -> whether it
-    shares this machine's disk) run the check here or answer as another disk would."""
+    shares this machine's disk; None: it leaves before its check runs) run the check here or
+    answer as another disk would."""
     import os
 
     import ray
@@ -160,12 +161,21 @@ def fake_cluster(monkeypatch, addresses: dict[str, bool]):
             self.node = scheduling_strategy.node_id
             return self
 
-        def remote(self, path):
+        def remote(self, path):  # a node listed alive that left before its task ran: "gone"
+            if shares[self.node] is None:
+                return "gone"
             return shares[self.node] and os.path.exists(path)
+
+    def get(ref, timeout=None):  # as Ray's: a list of refs raises the first task's error
+        if isinstance(ref, list):
+            return [get(r) for r in ref]
+        if ref == "gone":
+            raise ray.exceptions.TaskUnschedulableError("the node left")
+        return ref
 
     monkeypatch.setattr(ray, "nodes", lambda: nodes)
     monkeypatch.setattr(ray, "remote", lambda **kw: lambda fn: Pinned())
-    monkeypatch.setattr(ray, "get", lambda refs, timeout=None: list(refs))
+    monkeypatch.setattr(ray, "get", get)
 
 
 def test_nodes_that_do_not_see_a_local_storage_are_named_before_any_trial(tmp_path, monkeypatch):
@@ -178,11 +188,12 @@ def test_nodes_that_do_not_see_a_local_storage_are_named_before_any_trial(tmp_pa
     assert list(tmp_path.iterdir()) == []  # the marker is gone, no folder was made
 
 
-def test_a_storage_every_node_sees_or_a_uri_passes(tmp_path, monkeypatch):
+def test_a_storage_every_node_sees_or_a_uri_passes_and_a_node_gone_is_no_error(tmp_path,
+                                                                                 monkeypatch):
     from mutransfer.sweep.run.cluster import check_nodes_see
 
-    fake_cluster(monkeypatch, {"10.0.0.1": True, "10.0.0.2": True})
-    check_nodes_see(str(tmp_path / "results"))
+    fake_cluster(monkeypatch, {"10.0.0.1": True, "10.0.0.2": True, "10.0.0.3": None})
+    check_nodes_see(str(tmp_path / "results"))  # a node gone meanwhile runs no trial
     fake_cluster(monkeypatch, {"10.0.0.1": False})
     check_nodes_see("s3://bucket/results")  # not looked at: a bucket, each node's credentials
     assert list(tmp_path.iterdir()) == []

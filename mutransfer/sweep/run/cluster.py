@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,19 +99,24 @@ def check_nodes_see(location: str) -> None:
     if is_uri(location):
         return
     import ray  # connected already (ray_session); Ray loads only where a run needs it
-    from ray.exceptions import GetTimeoutError
+    from ray.exceptions import GetTimeoutError, RayError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     exists = ray.remote(num_cpus=0)(os.path.exists)
+    seen: list[bool] = []
     with marker_in(location) as marker:
         refs = [exists.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             n["NodeID"], soft=False)).remote(str(marker)) for n in nodes]
-        try:
-            seen = ray.get(refs, timeout=NODE_CHECK_S)
-        except GetTimeoutError:
-            raise UserError(f"storage {location}: the cluster's nodes did not say within "
-                            f"{NODE_CHECK_S:.0f} s whether they see it") from None
+        deadline = time.monotonic() + NODE_CHECK_S
+        for ref in refs:
+            try:
+                seen.append(bool(ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))))
+            except GetTimeoutError:
+                raise UserError(f"storage {location}: the cluster's nodes did not say within "
+                                f"{NODE_CHECK_S:.0f} s whether they see it") from None
+            except RayError:  # the node left since it was listed: it runs no trial
+                seen.append(True)
     blind = [str(n.get("NodeManagerAddress", n["NodeID"])) for n, ok in zip(nodes, seen) if not ok]
     if blind:
         raise UserError(f"storage {location}: {len(blind)} of the cluster's {len(nodes)} nodes "
