@@ -25,7 +25,6 @@ from mutransfer.results.fs import is_uri
 from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
-    check_storage_reachable,
     enable_token_auth,
     marker_in,
     quiet_ray_env,
@@ -138,7 +137,6 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
     connect = functools.cache(lambda: client(address))  # asked first only about a relative storage
     location = shared_storage(plan.spec.storage_location, root, connect, address)
-    check_storage_reachable(location, address="remote")
     _refuse_a_held_store(location)
     jobs = connect()
     try:
