@@ -31,17 +31,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f}s")
-
-
 def marked(mark: str) -> list[int]:
     """Pids of the running processes whose environment holds NODE_MARK=mark."""
     return with_env(NODE_MARK, mark)
@@ -130,20 +119,49 @@ class Cluster:
         self.nodes.append(node)
         return node
 
-    def start_head(self, num_cpus: int, timeout_s: float = 240) -> Node:
-        node = self._start("head", ["--head", "--port", str(self.gcs_port), "--dashboard-port",
-                                    str(self.dashboard_port), "--dashboard-host", "127.0.0.1",
-                                    "--ray-client-server-port", str(free_port()),
-                                    "--include-dashboard", "true", "--num-cpus", str(num_cpus),
-                                    "--resources", json.dumps({"head": 1})])
-        wait_for_port(self.gcs_port, timeout_s)
-        wait_for_port(self.dashboard_port, timeout_s)
+    def start_head(self, num_cpus: int, timeout_s: float = 240, attempts: int = 3) -> Node:
+        """The head, once the cluster reports it. A head whose `ray start` exits first (a port
+        free_port() chose was taken before Ray bound it: other Rays run beside, e.g. on the
+        suite's other worker) is started again on fresh ports, up to `attempts` times."""
+        for attempt in range(1, attempts + 1):
+            node = self._start("head", ["--head", "--port", str(self.gcs_port),
+                                        "--dashboard-port", str(self.dashboard_port),
+                                        "--dashboard-host", "127.0.0.1",
+                                        "--ray-client-server-port", str(free_port()),
+                                        "--include-dashboard", "true", "--num-cpus",
+                                        str(num_cpus), "--resources", json.dumps({"head": 1})])
+            if self._head_up(node, timeout_s):
+                return node
+            log = node.temp.with_suffix(".log").read_text(errors="replace")[-2000:]
+            node.stop()
+            self.nodes.remove(node)
+            shutil.rmtree(node.temp, ignore_errors=True)
+            node.temp.with_suffix(".log").unlink(missing_ok=True)
+            if attempt == attempts:
+                raise RuntimeError(f"ray start for the head exited with "
+                                   f"{node.proc.returncode} {attempts} times; last log: {log}")
+            self.gcs_port, self.dashboard_port = free_port(), free_port()
+
+    def _head_up(self, node: Node, timeout_s: float) -> bool:
+        """True once both ports answer and the state API counts the head; False as soon as
+        its `ray start` has exited; TimeoutError when neither happens in time."""
         deadline = time.monotonic() + timeout_s
-        while self.alive_nodes() < 1:  # the state API answers a little after the ports open
+        while node.proc.poll() is None:
+            if self._port_open(self.gcs_port) and self._port_open(self.dashboard_port) and \
+                    self.alive_nodes() >= 1:  # the state API answers a little after the ports
+                return True
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the head did not report itself within {timeout_s:.0f}s")
             time.sleep(1)
-        return node
+        return False
+
+    @staticmethod
+    def _port_open(port: int) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def add_worker(self, num_cpus: int, name: str = "worker", timeout_s: float = 240) -> Node:
         """A worker node with its own CPUs and a custom resource named `name`; returns when
