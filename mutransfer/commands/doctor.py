@@ -181,17 +181,15 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
         r.skip(f"storage {location}: a URI (its access is checked when a sweep writes)")
         return
     from mutransfer.commands.outputs import check_output_dir
+    from mutransfer.paths import nearest_existing
 
     path = Path(location).expanduser().absolute()
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:  # a file made and removed there: permission bits say yes for root, and on /proc
         check_output_dir(path, "storage")
     except UserError as exc:
         r.fail(str(exc))
         return
-    r.ok(f"storage {location}: writable ({probe})")
+    r.ok(f"storage {location}: writable ({nearest_existing(path)})")
 
 
 def sweep_file(r: Report, path: str) -> None:

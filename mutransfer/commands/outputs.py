@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from mutransfer.errors import UserError
+from mutransfer.paths import nearest_existing
 
 
 def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
@@ -48,9 +49,7 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
     """`path` can be made (or is) a folder that takes new files: the nearest part of it that
     exists is a folder and writable. Nothing is created."""
     p = Path(path).expanduser().absolute()
-    existing = p
-    while not os.path.exists(existing) and existing != existing.parent:  # False on any error
-        existing = existing.parent
+    existing = nearest_existing(p)
     if not existing.is_dir():
         what = "is a file" if existing == p else f"{existing} is a file, not a folder"
         raise UserError(f"{option} {path}: {what}")

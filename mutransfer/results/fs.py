@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mutransfer.errors import UserError
+from mutransfer.paths import nearest_existing
 
 # the longest file name where the filesystem does not say (POSIX NAME_MAX on Linux)
 DEFAULT_NAME_MAX = 255
@@ -52,11 +53,8 @@ def check_name_lengths(path: Path, what: str) -> None:
     """UserError when a part of `path` is longer than the filesystem takes (the limit of the
     nearest existing folder, in bytes: 255 on ext4, xfs, tmpfs), before anything tries to
     make or list it (where Errno 36 would surface from deep inside pyarrow)."""
-    existing = path
-    while not os.path.exists(existing) and existing != existing.parent:  # False on any error
-        existing = existing.parent
     try:
-        limit = os.pathconf(existing, "PC_NAME_MAX")
+        limit = os.pathconf(nearest_existing(path), "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = DEFAULT_NAME_MAX
     for part in path.parts:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mutransfer.errors import UserError, first_line
+from mutransfer.paths import nearest_existing
 from mutransfer.results.fs import is_uri
 
 # Set before Ray is imported (unless already set): no Tune trial tables or CSV/JSON/TensorBoard
@@ -55,13 +56,17 @@ def is_remote_address(address: str | None) -> bool:
     return host not in LOCAL_HOSTS
 
 
+def is_relative_path(storage: str) -> bool:
+    """A local path relative to the working directory (not a URI, not absolute, not ~)."""
+    return not is_uri(storage) and not os.path.isabs(os.path.expanduser(storage))
+
+
 def check_storage_reachable(storage: str, address: str | None) -> None:
     """A relative local path with `--address auto`, i.e. a driver on the cluster (a Ray job
     runs in a copy of the working directory, gone when it ends): refused in one line. With a
     driver here (`--address HOST:6379`) a relative path is this machine's folder (the store
     makes it absolute), which every node must then see (check_nodes_see, once connected)."""
-    if address == "auto" and not is_uri(storage) and not os.path.isabs(
-            os.path.expanduser(storage)):
+    if address == "auto" and is_relative_path(storage):
         raise UserError(f"storage {storage!r} is a relative local path; with --address auto "
                         f"storage must be a path every node can reach (an absolute shared path "
                         f"or a URI such as s3://bucket/results); `mutransfer submit` resolves a "
@@ -73,9 +78,7 @@ def marker_in(location: str) -> Iterator[Path]:
     """A uniquely named empty file in `location`'s nearest existing folder (none is created),
     removed on leaving: what another machine looks for to tell whether it sees that folder.
     One-line UserError when it cannot be written."""
-    folder = Path(location).expanduser().absolute()
-    while not folder.is_dir() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing(Path(location).expanduser().absolute())
     marker = folder / f".mutransfer-shared-{uuid.uuid4().hex}"
     try:
         marker.touch()

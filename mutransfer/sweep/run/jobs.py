@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from mutransfer.errors import UserError, first_line
-from mutransfer.results.fs import is_uri
 from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
     enable_token_auth,
+    is_relative_path,
     marker_in,
     quiet_ray_env,
 )
@@ -160,7 +160,7 @@ def shared_storage(location: str, root: Path, connect: Callable[[], Any], addres
     cluster's head sees it too, which a one-line probe job checks by looking for a marker file
     written here (removed after); else a one-line UserError, and nothing is left behind.
     `connect()` gives the Jobs API client (called only for a relative path)."""
-    if is_uri(location) or os.path.isabs(os.path.expanduser(location)):
+    if not is_relative_path(location):
         return location
     target = (root / location).resolve()
     jobs = connect()
