@@ -113,23 +113,23 @@ def _preflight(spec, configs, budget: Budget, coord_only: bool, file: str):
     smallest and largest width), the sweep of the transfer stage, the budget."""
     from mutransfer.data import load_data
     from mutransfer.models.factory import probe
-    from mutransfer.sweep.run.driver import prepare
+    from mutransfer.sweep.run.driver import check_data_present, prepare
 
-    def transfer_plan(check_data: bool):
+    def in_the_files_terms(step, *args, **kw):
         try:
-            return prepare(spec.sweep(), check_data=check_data)
+            return step(*args, **kw)
         except UserError as exc:  # the sweep is ours: name the check file's fields, not its own
             raise UserError(_check_fields(str(exc), file)) from None
 
-    if not coord_only:
-        transfer_plan(check_data=False)  # the file's own mistakes first, before data loads
+    if not coord_only:  # the file's own mistakes first, before any data loads
+        plan = in_the_files_terms(prepare, spec.sweep(), check_data=False)
     source = load_data(configs[0].data)
     for cfg in (configs[0], configs[-1]):
         probe(cfg, source.spec)
     if coord_only:
         return None
     from mutransfer.sweep.search.transfer.decisions import TransferSearch
-    plan = transfer_plan(check_data=True)
+    in_the_files_terms(check_data_present, plan)  # its sweep has no loggers to check
     least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
     from mutransfer.config import TrialConfig
 
