@@ -10,6 +10,14 @@ from typing import Any, TextIO
 CLEAR = "\r\033[K"  # to the start of the line, and erase it
 
 
+def human(n: int) -> str:
+    """12345678 -> '12.3M': sizes for one-line descriptions."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
 class StatusLine:
     def __init__(self, out: TextIO | None = None, tty: bool | None = None):
         self.out = out or sys.stdout

@@ -22,9 +22,9 @@ def run(args) -> int:
     from mutransfer.data.cache import discard, locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES, fingerprint_of_cache
     from mutransfer.data.config import DataConfig
-    from mutransfer.data.memory import human
     from mutransfer.data.preflight import prepare_caches
     from mutransfer.errors import UserError
+    from mutransfer.statusline import human
     from mutransfer.sweep.run.driver import prepare
 
     if args.workers is not None and args.workers < 1:

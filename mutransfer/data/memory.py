@@ -51,11 +51,3 @@ class MemorySource:
             return lm_batch(buf[starts[:, None] + offsets])
 
         return indexed_stream(window, seed, split, start)
-
-
-def human(n: int) -> str:
-    """12345678 -> '12.3M': sizes for one-line descriptions."""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)

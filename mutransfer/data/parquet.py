@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 from mutransfer.data.base import Batch, DataSpec, Split, check_batch_args, rng_for
 from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, resolve_files
-from mutransfer.data.memory import human
 from mutransfer.data.packing import packed_batches
 from mutransfer.data.splits import rows_in_eval
 from mutransfer.data.tokenizers import Tokenizer, make_tokenizer, token_dtype
 from mutransfer.errors import UserError, first_line
+from mutransfer.statusline import human
 
 READ_ROWS = 4096
 _EPOCH_TAG = 1  # keeps the epoch-order generators apart from the chunk-shuffle ones

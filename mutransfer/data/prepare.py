@@ -35,7 +35,7 @@ from mutransfer.data.cache import (
 from mutransfer.data.config import DataConfig
 from mutransfer.data.tokenizers import make_tokenizer, token_dtype
 from mutransfer.errors import UserError
-from mutransfer.statusline import StatusLine
+from mutransfer.statusline import StatusLine, human
 
 HASH_BLOCK = 1 << 23
 # Below this many bytes of Parquet a process pool costs more than it saves (starting a
@@ -234,16 +234,12 @@ class _ProgressLine:
         if self.status is None or (now - self.last < 1.0 and done < total):
             return
         self.last = now
-        from mutransfer.data.memory import human  # data.memory imports torch (see _memory)
-
         self.status.draw(f"preparing the token cache of {self.source}: {done}/{total} files, "
                          f"{human(tokens)} tokens, {now - self.start:.0f} s")
 
     def close(self, cache: TokenCache, written: bool) -> None:
         if self.status is None:
             return
-        from mutransfer.data.memory import human  # data.memory imports torch (see _memory)
-
         total = sum(int(s["tokens"]) for s in cache.index["shards"])
         what = (f"prepared in {time.monotonic() - self.start:.1f} s" if written else
                 "already prepared")

@@ -16,10 +16,11 @@ import numpy as np
 
 from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, resolve_files
-from mutransfer.data.memory import MemorySource, human
+from mutransfer.data.memory import MemorySource
 from mutransfer.data.splits import split_keys
 from mutransfer.data.tokenizers import Tokenizer, make_tokenizer
 from mutransfer.errors import UserError
+from mutransfer.statusline import human
 
 
 def _encode(tok: Tokenizer, files: list[Path]) -> np.ndarray:
