@@ -18,6 +18,7 @@ from mutransfer.analysis.coordverdict import (
 )
 from mutransfer.analysis.slopes import ols
 from mutransfer.cli import main
+from mutransfer.errors import UserError
 
 WIDTHS = [64, 128, 256, 512]
 
@@ -342,6 +343,23 @@ def test_the_python_entry_point_measures_and_judges_a_width_check():
     assert r.verdict("sp") in ("PASS", "FAIL") and r.settings.axis == "width"
     assert {"p", "p_holm", "df", "status"} <= set(r.slopes.columns)
     assert "against log2 width" in r.text()
+
+
+@pytest.mark.parametrize("points,needle", [
+    ({"widths": [16, 2**20]}, "width 1048576: the model does not fit in memory"),
+    ({"widths": [16], "depths": [1, 10**8]}, "depth 100000000: the model does not fit"),
+])
+def test_a_model_larger_than_the_machine_is_refused_before_the_smaller_ones_run(
+        points, needle):
+    """Weights, gradients and Adam's moments beyond physical memory are refused while the
+    settings are checked: found at the build, the error came after the smaller widths'
+    progress lines and their minutes of training."""
+    from mutransfer import CoordSettings, coord_check
+
+    ran = []
+    with pytest.raises(UserError, match=needle):
+        coord_check(CoordSettings(**points, **TINY), progress=lambda *a: ran.append(a))
+    assert ran == []
 
 
 def test_a_depth_check_takes_slopes_against_log2_depth_at_one_width():
