@@ -4,7 +4,6 @@ does; the command only parses its options and prints this result."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from mutransfer.analysis.coordverdict import (
 from mutransfer.coord.check import check_settings
 from mutransfer.coord.measure import run_coord_check, trial_config
 from mutransfer.coord.settings import CoordSettings
-from mutransfer.cost.model import Shape, optimizer_state_bytes, param_count
+from mutransfer.cost.machine import beyond_memory, memory_bytes
 from mutransfer.data import load_data
 from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError, format_validation_error
@@ -85,9 +84,10 @@ class CoordResult:
 def _check_every_model(s: CoordSettings, name: Callable[[str], str]) -> None:
     """Build every config the check will train before any work: overrides and model fields
     first (at the first point, the error as pydantic words it), then each width or depth,
-    whose own refusal (a Mamba-2 head dim that does not divide that width) names it."""
+    whose own refusal (a Mamba-2 head dim that does not divide that width, a model larger
+    than the machine) names it."""
     first, *rest = s.points()
-    memory = machine_memory()
+    memory = memory_bytes()
     for param in s.params:
         _check_memory(trial_config(s, param, first[0], 0, first[1]), memory, s.depths)
         for width, depth in rest:
@@ -99,29 +99,12 @@ def _check_every_model(s: CoordSettings, name: Callable[[str], str]) -> None:
             _check_memory(cfg, memory, s.depths)
 
 
-def machine_memory() -> int | None:
-    """This machine's physical memory in bytes (None where the platform does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def _check_memory(cfg, memory: int | None, by_depth: object) -> None:
-    """Refuse a built-in model whose weights, gradients and optimizer state alone outgrow the
-    machine, before any model trains: found only when it is built, it failed after the smaller
-    widths had run and printed their progress. The count is the cost model's (vocabulary
-    left out: a bound from below, so a model this refuses can never fit)."""
-    if memory is None or not cfg.model.builtin:
-        return
-    shape = Shape.of(cfg.model_dump(), vocab=None)
-    params = param_count(shape)
-    need = 8 * params + optimizer_state_bytes(shape, params)  # float32 weights and gradients
-    if need > memory:
+    """A built-in model the machine cannot hold is refused before any model trains."""
+    why = beyond_memory(cfg.model_dump(), memory)
+    if why:
         at = f"depth {cfg.model.n_layer}" if by_depth else f"width {cfg.width}"
-        raise UserError(f"{at}: the model does not fit in memory: its weights, "
-                        f"gradients and optimizer state take {need / 1e9:,.0f} GB, this "
-                        f"machine has {memory / 1e9:,.0f} GB")
+        raise UserError(f"{at}: {why}")
 
 
 def coord_check(settings: CoordSettings | None = None, *, progress: Progress | None = None,

@@ -2,12 +2,16 @@
 gpu_memory_gb: 80}` gives each trial the largest 1/k of a GPU that holds its estimated peak
 memory with a margin, and a trial that cannot fit (on one GPU, or in the fixed share the
 file gives it) is refused before the sweep starts, naming the width and the estimate.
-Ray does not enforce GPU memory: a wrong share is an out-of-memory crash hours in."""
+Ray does not enforce GPU memory: a wrong share is an out-of-memory crash hours in. A CPU trial
+run on this machine that its memory could never hold is refused the same way
+(mutransfer/cost/machine.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from mutransfer.cost.machine import beyond_memory, memory_bytes
 from mutransfer.cost.table import SAFETY, cost_table, estimate_config, gpu_share, regime_of
 from mutransfer.errors import UserError
 from mutransfer.sweep.plan.cells import Plan
@@ -41,6 +45,23 @@ def check_fit(res: Resources, configs: list[dict[str, Any]]) -> None:
         if 0 < share < 1 and estimate_config(config).peak_gb * SAFETY > share * \
                 res.gpu_memory_gb:
             raise UserError(_too_big(config, res, share))
+
+
+def check_fits_here(configs: list[dict[str, Any]]) -> None:
+    """UserError (one line) for the first CPU trial this machine's memory cannot hold (a run
+    on this machine; a GPU trial's share is check_fit's)."""
+    memory = memory_bytes()
+    seen: set[tuple[int, str]] = set()
+    for config in configs:
+        key = (int(config["width"]), json.dumps(config.get("model", {}), sort_keys=True))
+        if key in seen or regime_of(config) != "cpu":
+            continue
+        seen.add(key)
+        why = beyond_memory(config, memory)
+        if why:
+            depth = config.get("model", {}).get("n_layer")
+            raise UserError(f"width {key[0]}" + (f", n_layer {depth}" if depth else "")
+                            + f": {why}")
 
 
 def _too_big(config: dict[str, Any], res: Resources, share: float = 1.0) -> str:

@@ -28,7 +28,7 @@ from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.plan.cells import Plan, build_plan
 from mutransfer.sweep.plan.horizon import describe as horizon_lines
-from mutransfer.sweep.plan.packing import check_fit, plan_cost
+from mutransfer.sweep.plan.packing import check_fit, check_fits_here, plan_cost
 from mutransfer.sweep.plan.size import check_size
 from mutransfer.sweep.plan.spec import SweepSpec, load_spec
 from mutransfer.sweep.run.cluster import check_local_resources, check_storage_reachable, probe
@@ -86,6 +86,7 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
     driver holds, raises UserError before anything is written."""
     out = out or sys.stdout
     plan = prepare(spec, storage, address, max_cells=max_cells)
+    check_runs_here(plan, address)
     check_local_resources(address, num_cpus, num_gpus)
     store = Store(plan.spec.storage_location)
     store.check_is_store()
@@ -132,6 +133,17 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
         check_loggers(plan.spec.loggers)
         check_data_present(plan)
     return plan
+
+
+def check_runs_here(plan: Plan, address: str | None) -> None:
+    """A sweep run on this machine: no trial larger than its memory (a cluster's nodes have
+    memory of their own, and `validate` or `submit` may check a file meant for them)."""
+    if address not in (None, "local"):
+        return
+    try:
+        check_fits_here([u.config for u in (plan.groups or plan.cells)])
+    except UserError as exc:
+        raise UserError(f"{plan.source}: {exc}") from None
 
 
 def _load(spec: SpecLike) -> tuple[SweepSpec, str, str]:
@@ -212,6 +224,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     nothing, starts nothing (the same input checks as `run`, but data that is not there yet
     is a note: the plan does not need it)."""
     plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells)
+    check_runs_here(plan, address)
     check_loggers(plan.spec.loggers)
     try:
         check_data_present(plan)

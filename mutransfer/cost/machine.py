@@ -1,0 +1,36 @@
+"""This machine's memory, and the trials that cannot fit in it whatever else runs beside them.
+
+A model too large for the machine was found only when it was built: after the smaller widths
+had trained (their progress printed, their minutes spent), or never, where a deep model is
+built block by block. The bound here is the cost model's float32 weights, gradients and
+optimizer state (mutransfer/cost/model.py), activations left out: a trial it refuses cannot
+fit on this machine."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mutransfer.config import BUILTIN_ARCHS
+from mutransfer.cost.table import estimate_config
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
+    """Why the trial `config` (a dict as TrialConfig dumps it) cannot fit in `memory` bytes,
+    in words ("its weights, ... take 320 GB, this machine has 25 GB"); None where it may, or
+    where its model is a user factory (the cost model counts the built-in ones only)."""
+    if memory is None or config.get("model", {}).get("arch", "mamba") not in BUILTIN_ARCHS:
+        return None
+    need = estimate_config(config, "cpu").weights_bytes
+    if need <= memory:
+        return None
+    return (f"the model does not fit in memory: its weights, gradients and optimizer state "
+            f"take {need / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
