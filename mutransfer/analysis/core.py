@@ -16,6 +16,7 @@ from mutransfer.analysis.law import Law, law_tables
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
 from mutransfer.analysis.regret import monotonicity_table, regret_table, scale_regret_table
 from mutransfer.analysis.stability import stability_slope_table, stability_table
+from mutransfer.analysis.sweeps import sweep_names
 from mutransfer.analysis.units import to_units
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.errors import UserError
@@ -136,6 +137,22 @@ def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
     return notes
 
 
+UNFINISHED = ("{n} trials started and never finished (their steps are in running/, they have "
+              "no row in trials/): the sweep is running, or was stopped before it finished "
+              "(run it again to resume); these tables are of the {m} trials finished so far")
+
+
+def unfinished_note(results_dir: str | Path, trials: pd.DataFrame) -> str:
+    """A note when the store holds attempts that started and have no trial row (an interrupted
+    or running sweep: its tables are partial); "" otherwise, or when it cannot be read."""
+    try:
+        started = Store(str(results_dir).rstrip("/")).running_trial_ids()
+    except Exception:  # tables given without a store, an unreachable location: no note
+        return ""
+    left = started - set(trials["trial_id"].astype(str))
+    return UNFINISHED.format(n=len(left), m=len(trials)) if left else ""
+
+
 def _nothing_left(results_dir: str | Path, n: int, prep: Prepared) -> str:
     """Why no trial of `results_dir` is left to analyze: failed, no loss, stopped early."""
     if prep.n_failed == n:
@@ -176,7 +193,7 @@ def scale_tables(a: Analysis, prep: Prepared) -> None:
         return
     cols = prep.scale_cols
     names = {c: a.scale_name(c) for c in cols}
-    drift = scale_drift_table(a.lr_opt, prep.group_cols, cols)
+    drift = scale_drift_table(a.lr_opt, prep.group_cols, cols, names)
     drift = drift.reindex(columns=[*prep.group_cols,
                                    *[c for c in drift if c not in prep.group_cols]])
     drift["scale"] = drift["scale"].map(names)
@@ -200,6 +217,8 @@ def in_units(a: Analysis) -> None:
     for name in ("drift", "stability_slope"):
         setattr(a, name, to_units(getattr(a, name), c, "octave"))
     a.prepared.trials["lr"] = c.from_role(a.prepared.trials["lr"].to_numpy(float))
+    if not a.prepared.stopped.empty:
+        a.prepared.stopped["lr"] = c.from_role(a.prepared.stopped["lr"].to_numpy(float))
 
 
 def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
@@ -211,6 +230,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     (analysis/choice.py; default: the sweep file's `analysis:` section, else lr and width,
     model.n_layer and tokens where they vary)."""
     tables = load_tables(results_dir, tables)
+    unfinished = unfinished_note(results_dir, tables.trials)
     trials, generation_note = one_generation(tables.trials)
     if generation_note:  # the steps of the trials left out go too
         tables = Tables(trials, tables.steps[tables.steps["trial_id"].isin(trials["trial_id"])])
@@ -225,20 +245,25 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     stability = stability_table(cells, prep.group_cols, prep.trials)
     widths = sorted(int(w) for w in np.unique(prep.trials["width"]))
     several = len(widths) > 1
-    sweep = str(trials["sweep"].dropna().iloc[0]) if trials["sweep"].notna().any() else ""
+    label = scale_name(choice, "width")  # the width role's name, for the tables' notes
+    sweep, sweeps_note = sweep_names(prep.trials)
     a = Analysis(
         results_dir=str(results_dir), sweep=sweep, axes=prep.axes, fixed=prep.fixed,
         widths=widths, n_trials=len(prep.trials), n_failed=prep.n_failed,
         fit_window=fit_window, cells=cells, lr_opt=lr_opt,
-        drift=drift_table(lr_opt, optima, fam),
+        drift=drift_table(lr_opt, optima, fam, label),
         stability=stability,
-        stability_slope=stability_slope_table(stability, fam),
+        stability_slope=stability_slope_table(stability, fam, label),
         regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
-        monotonicity=monotonicity_table(lr_opt, fam) if several else pd.DataFrame(),
+        monotonicity=monotonicity_table(lr_opt, fam, label) if several else pd.DataFrame(),
         prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
         choice=choice, scale_axes=prep.scale_axes)
     if generation_note:
         a.notes.insert(0, generation_note)
+    if sweeps_note:
+        a.notes.insert(0, sweeps_note)
+    if unfinished:
+        a.notes.insert(0, unfinished)
     scale_tables(a, prep)
     in_units(a)
     return a

@@ -75,11 +75,19 @@ def interval_columns(fit: WidthFit, seed_se: np.ndarray, steps: np.ndarray,
             "se_seeds": seeds, "se_placement": place}
 
 
-def too_few(n_found: int, n_widths: int, what: str) -> str:
-    """Why there is no slope: one width in the sweep, or too few widths with a value."""
+def plural(label: str = "width") -> str:
+    """How the notes name several points of the scale axis `label`: `widths`, or `values of
+    model.n_layer` when another axis has the width role."""
+    return "widths" if label == "width" else f"values of {label}"
+
+
+def too_few(n_found: int, n_widths: int, what: str, label: str = "width") -> str:
+    """Why there is no slope: one width in the sweep, or too few widths with a value (`label`:
+    the scale axis's name when it is not the width)."""
+    needs = f"needs at least two {plural(label)}"
     if n_widths < 2:
-        return NEEDS_TWO
-    return f"{NEEDS_TWO}; {what} at {n_found} of {n_widths}"
+        return needs
+    return f"{needs}; {what} at {n_found} of {n_widths}"
 
 
 @dataclass
@@ -94,16 +102,63 @@ class WidthFit:
     note: str
 
 
-def width_fit(fam: pd.DataFrame, col: str, what: str, scale_col: str = "width") -> WidthFit:
+def width_fit(fam: pd.DataFrame, col: str, what: str, scale_col: str = "width",
+              label: str = "width") -> WidthFit:
     """Fit log2 `col` against log2 width (or another scale axis's column) over the widths
-    where it is finite; `what` names the value in the note when too few widths have one."""
+    where it is finite; `what` names the value in the note when too few widths have one,
+    `label` the axis."""
     n_all = fam[scale_col].nunique()
     fam = fam[np.isfinite(fam[col])].sort_values(scale_col)
     widths = fam[scale_col].to_numpy()
     x = np.log2(widths.astype(float))
     if len(widths) < 2:
-        return WidthFit(fam, widths, x, None, too_few(len(widths), n_all, what))
+        return WidthFit(fam, widths, x, None, too_few(len(widths), n_all, what, label))
     return WidthFit(fam, widths, x, ols(x, np.log2(fam[col].to_numpy())), "")
+
+
+def edge_bound(fit: WidthFit) -> str:
+    """How the optima on the grid's edge bound the slope, which is a weighted sum of the
+    widths' log2 optima with weights c (negative below the mean log2 width, positive above):
+    an optimum on the high edge is at least the value shown, one on the low edge at most.
+    'lower' when every edge optimum can only raise the true slope above the one shown,
+    'upper' when each can only lower it, 'none' when they pull both ways or one rests on a
+    single trained LR ('only': no side known), 'unaffected' when every edge optimum has
+    weight 0 (the middle of three evenly spaced widths); '' without edge optima."""
+    side = fit.rows["edge_side"].astype(str).to_numpy() if "edge_side" in fit.rows else \
+        np.where(fit.rows["edge"].to_numpy(bool), "only", "")
+    if not (side != "").any():
+        return ""
+    xc = fit.x - fit.x.mean()
+    weighs = (side != "") & (np.abs(xc) > 1e-12)
+    if not weighs.any():
+        return "unaffected"
+    sign = np.select([side == "high", side == "low", side == "only"], [1.0, -1.0, np.nan], 0.0)
+    pull = (sign * np.sign(xc))[weighs]
+    if np.isnan(pull).any():
+        return "none"
+    if (pull > 0).all():
+        return "lower"
+    if (pull < 0).all():
+        return "upper"
+    return "none"
+
+
+# how a plot's legend qualifies a drift whose optima lie on the grid's edge (edge_bound)
+BOUND_WORDS = {"lower": " (a lower bound)", "upper": " (an upper bound)",
+               "none": " (not a bound)", "unaffected": ""}
+
+
+def edge_note(n_edge: int, n: int, bound: str) -> str:
+    """The drift's note when optima lie on the grid's edge: which bound the slope is."""
+    head = f"{n_edge} of {n} optima on the grid edge: "
+    if bound == "lower":
+        return head + "slope is a lower bound (the drift is at least the slope), no interval"
+    if bound == "upper":
+        return head + "slope is an upper bound (the drift is at most the slope), no interval"
+    if bound == "unaffected":
+        return head + "the slope gives them weight 0, no interval"
+    return head + ("slope is not even a bound (the edge optima pull it both ways, or one rests "
+                   "on a single trained LR), no interval")
 
 
 def ols_columns(fit: WidthFit) -> dict:
@@ -118,24 +173,24 @@ def ols_columns(fit: WidthFit) -> dict:
 
 
 def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
-              by_key: dict[tuple, GroupOptimum]) -> dict:
-    fit = width_fit(fam, "lr_opt", "an optimum (some LR trained)")
+              by_key: dict[tuple, GroupOptimum], label: str = "width") -> dict:
+    fit = width_fit(fam, "lr_opt", "an optimum (some LR trained)", label=label)
     widths = fit.widths
     row = {**dict(zip(cols, fam_key)), "n_widths": len(widths), "widths": widths_text(widths),
            **ols_columns(fit), "ci_low": np.nan, "ci_high": np.nan, "se": np.nan,
            "se_seeds": np.nan, "se_placement": np.nan, "ci_method": "", "ci_df": 0,
-           "n_edge": int(fit.rows["edge"].sum()), "note": fit.note}
+           "n_edge": int(fit.rows["edge"].sum()), "edge_bound": "", "note": fit.note}
     if fit.line is None:
         return row
     optima = [by_key[(*fam_key, w)] for w in widths]
     stderr = np.array([g.noise.seed_stderr(g.spread) for g in optima])
     notes = []
     if row["n_edge"]:
-        notes.append(f"{row['n_edge']} of {len(widths)} optima on the grid edge: slope is a "
-                     "bound, no interval")
+        row["edge_bound"] = edge_bound(fit)
+        notes.append(edge_note(row["n_edge"], len(widths), row["edge_bound"]))
     elif not np.isfinite(stderr).all():
         missing = [str(int(w)) for w, e in zip(widths, stderr) if not np.isfinite(e)]
-        notes.append(f"no interval: lr* at width {','.join(missing)} has none")
+        notes.append(f"no interval: lr* at {label} {','.join(missing)} has none")
     else:
         noise = optima[0].noise  # one per family
         row.update(interval_columns(fit, stderr, np.array([g.spread.step for g in optima]),
@@ -145,34 +200,38 @@ def drift_row(fam_key: tuple, fam: pd.DataFrame, cols: list[str],
 
 
 def drift_table(lr_opt: pd.DataFrame, optima: list[GroupOptimum],
-                family_cols: list[str]) -> pd.DataFrame:
+                family_cols: list[str], label: str = "width") -> pd.DataFrame:
+    """Per family: the drift of log2 lr* per doubling of width (`label`: the name of the
+    axis in the width role, for the notes)."""
     by_key = {g.key: g for g in optima}
-    rows = [drift_row(as_key(k), fam, family_cols, by_key)
+    rows = [drift_row(as_key(k), fam, family_cols, by_key, label)
             for k, fam in lr_opt.groupby(family_cols, sort=True, dropna=False)]
     return pd.DataFrame(rows)
 
 
-def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: str) -> dict:
+def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: str,
+                    label: str | None = None) -> dict:
     """The drift of log2 optimum per doubling of `scale_col` in one family (every other
     group column fixed), its interval as drift_row's: the optima's seed parts
     (`se_seeds_log2`, one pooled noise per family: its df in `ci_df`) and the grid's
     placement once for the slope."""
-    fit = width_fit(fam, "lr_opt", "an optimum", scale_col)
+    label = label or scale_col  # the axis's name; scale_col is its internal column
+    fit = width_fit(fam, "lr_opt", "an optimum", scale_col, label)
     row = {**dict(zip(cols, key)), "scale": scale_col, "n_points": len(fit.widths),
            "points": widths_text(fit.widths), **ols_columns(fit), "ci_low": np.nan,
            "ci_high": np.nan, "se": np.nan, "se_seeds": np.nan, "se_placement": np.nan,
            "ci_method": "", "ci_df": 0,
-           "n_edge": int(fit.rows["edge"].sum()),
-           "note": fit.note.replace("widths", f"values of {scale_col}")}
+           "n_edge": int(fit.rows["edge"].sum()), "edge_bound": "",
+           "note": fit.note}
     if fit.line is None:
         return row
     stderr = fit.rows["se_seeds_log2"].to_numpy(float)
     if row["n_edge"]:
-        row["note"] = (f"{row['n_edge']} of {len(fit.widths)} optima on the grid edge: slope is "
-                       "a bound, no interval")
+        row["edge_bound"] = edge_bound(fit)
+        row["note"] = edge_note(row["n_edge"], len(fit.widths), row["edge_bound"])
     elif not np.isfinite(stderr).all():
         missing = [str(int(w)) for w, e in zip(fit.widths, stderr) if not np.isfinite(e)]
-        row["note"] = f"no interval: the optimum at {scale_col} {','.join(missing)} has none"
+        row["note"] = f"no interval: the optimum at {label} {','.join(missing)} has none"
     else:
         df = int(fit.rows["ci_df"].min())
         row.update(interval_columns(fit, stderr, fit.rows["grid_step"].to_numpy(float),
@@ -182,12 +241,15 @@ def scale_drift_row(key: tuple, fam: pd.DataFrame, cols: list[str], scale_col: s
 
 
 def scale_drift_table(lr_opt: pd.DataFrame, group_cols: list[str],
-                      scale_cols: list[str]) -> pd.DataFrame:
+                      scale_cols: list[str], names: dict[str, str] | None = None
+                      ) -> pd.DataFrame:
     """Per scale axis and family (the other group columns): the drift of log2 optimum per
-    doubling of that axis, as drift_table computes it for width."""
+    doubling of that axis, as drift_table computes it for width; `names`: each internal
+    scale column's name, for the notes."""
     rows = []
     for scale_col in scale_cols:
         cols = [c for c in group_cols if c != scale_col]
-        rows += [scale_drift_row(as_key(k), fam, cols, scale_col)
+        label = (names or {}).get(scale_col, scale_col)
+        rows += [scale_drift_row(as_key(k), fam, cols, scale_col, label)
                  for k, fam in lr_opt.groupby(cols, sort=True, dropna=False)]
     return pd.DataFrame(rows)

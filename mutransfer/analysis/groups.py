@@ -61,6 +61,18 @@ class Prepared(GroupAxes):
     n_stopped: int = 0                   # stopped early (search.stop): never in lr*
     n_stopped_with: int = 0              # trials left out with them (the same LR and width)
     scale_axes: list[str] = field(default_factory=list)  # scale axes besides the width role
+    # the cells (group columns and lr) left out because a trial there stopped early: in the
+    # cells table they are "not run", as the estimator never sees them
+    stopped: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def stopped_lrs(self, key: tuple) -> set[float]:
+        """The LRs of group `key` (its group columns' values) where a trial stopped early."""
+        if self.stopped.empty:
+            return set()
+        hit = self.stopped
+        for col, value in zip(self.group_cols, key):
+            hit = hit[hit[col] == value]
+        return set(hit["lr"].astype(float))
 
 
 UNSET = "unset"
@@ -169,7 +181,7 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()),
                     int(no_loss.sum()), n_stopped=int(stopped.sum()),
                     n_stopped_with=int(with_stopped.sum() - stopped.sum()),
-                    scale_axes=scale_axes)
+                    scale_axes=scale_axes, stopped=hit.reset_index(drop=True))
 
 
 OVERRIDE_PREFIX = "param.overrides."

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.drift import BOUND_WORDS
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
@@ -25,6 +26,7 @@ from mutransfer.analysis.plotstyle import (
 )
 
 DEFAULT = Choice()
+STOPPED = "stopped"  # drawn apart: a cell left out because a trial there stopped early
 
 
 def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
@@ -84,13 +86,18 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
+                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT,
+                stopped: dict[int, set[float]] | None = None) -> None:
+    """One family's curves; `stopped`: per width, the LRs left out because a trial there
+    stopped early (search.stop), drawn apart from the LRs not run."""
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
         color = colors[int(w)]
         status = c["status"].to_numpy()
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
+        cut = np.isin(lr, list((stopped or {}).get(int(w), ()))) & (status == NOT_RUN)
+        status = np.where(cut, STOPPED, status)
         ok = (status == TRAINED) & np.isfinite(loss)
         part = (status == PARTIAL) & np.isfinite(loss)
         ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
@@ -102,6 +109,8 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
         # stacked a little per width so that every width's not-run LRs stay visible
         _on_edge(ax, lr[status == NOT_RUN], bottom + 0.03 * i * (top - bottom), "|", ms=7,
                  mew=1.5, color=color)
+        _on_edge(ax, lr[status == STOPPED], bottom + 0.03 * i * (top - bottom), "v", ms=6,
+                 mfc="white", mec=color, mew=1.4)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
             if choice.log:  # a linear target's curve lives in grid steps: not redrawn
@@ -127,7 +136,10 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
+        key = tuple(cells[c].iloc[0] for c in a.family_cols)
+        stopped = {int(w): a.prepared.stopped_lrs((*key, w)) for w in cells["width"].unique()}
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice,
+                    stopped)
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:
@@ -147,6 +159,9 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
                label="not run at this width"),
         Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
     ]
+    if not a.prepared.stopped.empty:
+        handles.append(Line2D([], [], ls="", marker="v", ms=6, mfc="white", mec="grey",
+                              mew=1.4, label="stopped early (search.stop;\nnot fitted)"))
     fig.legend(handles=handles, loc="outside right center", frameon=False)
     fig.suptitle("Final eval loss against learning rate, by width" if a.choice.is_default
                  else f"Final eval loss against {a.choice.target}, by {a.scale_name('width')}")
@@ -181,6 +196,7 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         col = colors[label]
         d = drift_by[label].iloc[0]
         text = (f"{label}: slope {d['slope']:+.2f}{_interval_text(d['ci_low'], d['ci_high'])}"
+                + BOUND_WORDS.get(str(d.get("edge_bound", "")), "")
                 if np.isfinite(d["slope"]) else label)
         y = opt["lr_opt"].to_numpy()
         err = np.vstack([y - opt["ci_low"].fillna(opt["lr_opt"]).to_numpy(),

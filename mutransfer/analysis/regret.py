@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL, TRAINED
-from mutransfer.analysis.drift import widths_text
+from mutransfer.analysis.drift import plural, widths_text
 from mutransfer.analysis.groups import as_key
 from mutransfer.analysis.optimum import lr_text
 
@@ -105,8 +105,10 @@ def scale_regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame, group_cols: li
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def monotonicity_table(lr_opt: pd.DataFrame, family_cols: list[str]) -> pd.DataFrame:
-    """Whether the best loss strictly decreases with width, and the worst step against it."""
+def monotonicity_table(lr_opt: pd.DataFrame, family_cols: list[str],
+                       label: str = "width") -> pd.DataFrame:
+    """Whether the best loss strictly decreases with width (`label`: the name of the axis in
+    the width role, for the notes), and the worst step against it."""
     rows = []
     for k, fam in lr_opt.groupby(family_cols, sort=True, dropna=False):
         fam = fam[np.isfinite(fam["best_loss"])].sort_values("width")
@@ -119,7 +121,7 @@ def monotonicity_table(lr_opt: pd.DataFrame, family_cols: list[str]) -> pd.DataF
                "monotone": bool(len(steps) and (steps < 0).all()),
                "worst_step": "", "note": ""}
         if len(steps) == 0:
-            row["note"] = "needs a best loss at two widths at least"
+            row["note"] = f"needs a best loss at two {plural(label)} at least"
         elif steps[worst] >= 0:
             row["worst_step"] = f"{widths[worst]}->{widths[worst + 1]}: {steps[worst]:+.4f}"
         rows.append(row)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
-from mutransfer.analysis.drift import NEEDS_TWO
+from mutransfer.analysis.drift import too_few
 from mutransfer.analysis.fit import WINDOW_STEPS
 from mutransfer.analysis.provenance import provenance, sweep_file
 from mutransfer.analysis_defaults import MIN_NOISE_DF
@@ -70,7 +70,8 @@ def drift_section(a: Analysis, compact: bool = False) -> Section:
         "df). OLS 95%: slope -/+ t x OLS s.e. with df = widths - 2 (the scatter of lr* about "
         "the line; with df 1, t = 12.7). No interval when a width's optimum is on the edge "
         "(the slope is then a bound) or has none.")
-    line = f"drift {NEEDS_TWO} (found one: {a.widths[0]})" if len(a.widths) < 2 else ""
+    line = (f"drift {too_few(1, 1, '', a.scale_name('width'))} (found one: {a.widths[0]})"
+            if len(a.widths) < 2 else "")
     view = views.view_drift(a, compact) if not line else pd.DataFrame()
     title = "Drift of the optimal LR with width"
     if not a.choice.is_default:
@@ -89,8 +90,9 @@ def stability_sections(a: Analysis) -> list[Section]:
         "the largest such rise, nats over the initial loss. " + CELLS)
     out = [Section("stability", "Stability boundary", caption, views.view_stability(a))]
     if len(a.widths) > 1:
-        out.append(Section("stability_slope", "Slope of the stability boundary with width",
-                           "Slope of log2 boundary against log2 width (least squares through "
+        w = a.scale_name("width")
+        out.append(Section("stability_slope", f"Slope of the stability boundary with {w}",
+                           f"Slope of log2 boundary against log2 {w} (least squares through "
                            "the bracket midpoints). 95% interval: from the brackets (each "
                            "boundary lies between the largest trained and the smallest "
                            "diverged LR): every slope of a line through all the brackets, "
@@ -110,9 +112,11 @@ def transfer_sections(a: Analysis) -> list[Section]:
               "every seed trained. 'partially diverged' or 'diverged' when any seed diverged at "
               "the LR used; the note says when the family's LR nearest lr* was not run at that "
               "width.")
-    mono = "Whether the best mean eval loss strictly decreases as the width grows."
+    w = a.scale_name("width")
+    mono = f"Whether the best mean eval loss strictly decreases as the {w} grows."
+    title = "Does wider do better?" if w == "width" else f"Does a larger {w} do better?"
     return [Section("regret", "Transfer regret", regret, views.view_regret(a)),
-            Section("monotonicity", "Does wider do better?", mono, views.view_monotonicity(a))]
+            Section("monotonicity", title, mono, views.view_monotonicity(a))]
 
 
 def choice_words(a: Analysis) -> str:
@@ -227,7 +231,8 @@ def summary_table(analysis: Analysis) -> str:
              text_table(views.view_lr_opt(a, compact=True))]
     flagged = views.flagged_cells(a)
     if flagged:
-        lines.append("LRs left out of lr* (some seeds diverged, or not run at that width):")
+        lines.append("LRs left out of lr* (some seeds diverged, stopped early, or not run at "
+                     "that width):")
         lines += [f"  {line}" for line in flagged]
     drift = drift_section(a, compact=True)
     if drift.line:

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from mutransfer.analysis.core import Analysis
+from mutransfer.analysis.drift import BOUND_WORDS
 from mutransfer.analysis.groups import as_key, family_label
 from mutransfer.analysis.plotstyle import family_colors, log2_axis, plt, save
 
@@ -53,8 +54,8 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
         slope = float(d["slope"].iloc[0]) if len(d) else np.nan
         text = _line_label(a, key, cols)
         if np.isfinite(slope):
-            bound = len(d) and d["n_edge"].iloc[0] > 0
-            text += f": {slope:+.2f}/doubling" + (" (a bound)" if bound else "")
+            bound = str(d["edge_bound"].iloc[0]) if len(d) and "edge_bound" in d else ""
+            text += f": {slope:+.2f}/doubling" + BOUND_WORDS.get(bound, "")
         ax.errorbar(x, y, yerr=np.clip(np.vstack([y - lo, hi - y]), 0, None), fmt="-",
                     color=col, capsize=3, lw=1.2, label=text)
         edge = rows["edge"].to_numpy(bool)

@@ -112,14 +112,16 @@ def _bracket_columns(fit_rows: pd.DataFrame, x: np.ndarray) -> dict:
             "bracket_note": b.note}
 
 
-def stability_slope_table(stability: pd.DataFrame, family_cols: list[str]) -> pd.DataFrame:
+def stability_slope_table(stability: pd.DataFrame, family_cols: list[str],
+                          label: str = "width") -> pd.DataFrame:
     """Slopes of log2 boundary (onset) and log2 boundary_all against log2 width, each over the
     widths where both ends of its bracket were seen; the onset's 95% interval from its
-    brackets (ci_low, ci_high; analysis/brackets.py), the OLS one beside it."""
+    brackets (ci_low, ci_high; analysis/brackets.py), the OLS one beside it. `label`: the
+    name of the axis in the width role, for the notes."""
     rows = []
     for k, fam in stability.groupby(family_cols, sort=True, dropna=False):
-        fit = width_fit(fam, "boundary", "a boundary inside the LRs run")
-        fit_all = width_fit(fam, "boundary_all", "")
+        fit = width_fit(fam, "boundary", "a boundary inside the LRs run", label=label)
+        fit_all = width_fit(fam, "boundary_all", "", label=label)
         brackets = _bracket_columns(fit.rows, fit.x)
         note = brackets.pop("bracket_note", "")
         row = {**dict(zip(family_cols, as_key(k))), "n_widths": len(fit.widths),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL
@@ -60,6 +61,16 @@ def _w(a: Analysis) -> str:
     return a.scale_name("width")
 
 
+def _t(a: Analysis) -> str:
+    """How headers name the target: `lr`, or its name (`train.weight_decay`)."""
+    return a.choice.target_label
+
+
+def _ws(a: Analysis) -> str:
+    """The header of a list of the width role's values: `widths`, or `model.n_layer values`."""
+    return "widths" if _w(a) == "width" else f"{_w(a)} values"
+
+
 def _shift(octaves: float, flag: bool) -> str:
     """The most one LR moves lr* (octaves), '!' where that exceeds the interval's half-width."""
     return MISSING if not _finite(octaves) else f"{octaves:.2f}" + (" !" if flag else "")
@@ -100,8 +111,8 @@ def _ols(lo: float, hi: float, df: int) -> str:
 
 def view_drift(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.drift
-    out = {**_family(a, df), f"{_w(a)} values" if _w(a) != "width" else "widths":
-           df["widths"].tolist(), "slope": [fmt_slope(v) for v in df["slope"]],
+    out = {**_family(a, df), _ws(a): df["widths"].tolist(),
+           "slope": [fmt_slope(v) for v in df["slope"]],
            "95% interval": [fmt_interval(lo, hi, fmt_slope)
                             for lo, hi in zip(df["ci_low"], df["ci_high"])]}
     if not compact:
@@ -142,7 +153,7 @@ def _count(x: object) -> str:
 def view_stability_slope(a: Analysis) -> pd.DataFrame:
     df = a.stability_slope
     return pd.DataFrame({
-        **_family(a, df), "widths": df["widths"].tolist(),
+        **_family(a, df), _ws(a): df["widths"].tolist(),
         "slope": [fmt_slope(v) for v in df["slope"]],
         "95% interval": [fmt_interval(lo, hi, fmt_slope)
                          for lo, hi in zip(_col(df, "ci_low"), _col(df, "ci_high"))],
@@ -161,11 +172,11 @@ def view_regret(a: Analysis) -> pd.DataFrame:
         return df
     return pd.DataFrame({
         **_family(a, df), _w(a): df["width"].astype(str).tolist(),
-        "lr used": [fmt_lr(v) for v in df["lr_used"]],
-        "octaves from lr*": [MISSING if not _finite(v) else f"{v:.2f}"
-                             for v in df["lr_gap_log2"]],
+        f"{_t(a)} used": [fmt_lr(v) for v in df["lr_used"]],
+        f"{'octaves' if a.choice.log else 'distance'} from {a.choice.opt_label}":
+            [MISSING if not _finite(v) else f"{v:.2f}" for v in df["lr_gap_log2"]],
         "loss": [fmt_loss(v) for v in df["loss_used"]],
-        "best lr": [fmt_lr(v) for v in df["best_lr"]],
+        f"best {_t(a)}": [fmt_lr(v) for v in df["best_lr"]],
         "best loss": [fmt_loss(v) for v in df["best_loss"]],
         "regret": [fmt_loss(r) if t == "trained" else t
                    for r, t in zip(df["regret"], df["transfer"])],
@@ -177,9 +188,9 @@ def view_monotonicity(a: Analysis) -> pd.DataFrame:
     if df.empty:
         return df
     return pd.DataFrame({
-        **_family(a, df), "widths": df["widths"].tolist(),
-        "best loss per width": df["best_losses"].tolist(),
-        "improves with width": [MISSING if n < 2 else "yes" if m else "no"
+        **_family(a, df), _ws(a): df["widths"].tolist(),
+        f"best loss per {_w(a)}": df["best_losses"].tolist(),
+        f"improves with {_w(a)}": [MISSING if n < 2 else "yes" if m else "no"
                                 for m, n in zip(df["monotone"], df["n_widths"])],
         "worst step": df["worst_step"].tolist(), "note": df["note"].tolist()})
 
@@ -191,9 +202,11 @@ def flagged_cells(a: Analysis) -> list[str]:
         key = as_key(key)
         c = c.sort_values("lr")
         lrs, status = c["lr"].to_numpy(), c["status"].to_numpy()
-        parts = [f"{what} {lr_ranges(lrs, status == st)}"
-                 for st, what in ((PARTIAL, "partially diverged"), (NOT_RUN, "not run"))
-                 if (status == st).any()]
+        stopped = np.isin(lrs, list(a.prepared.stopped_lrs(key))) & (status == NOT_RUN)
+        masks = ((status == PARTIAL, "partially diverged"),
+                 (stopped, "stopped early (search.stop)"),
+                 ((status == NOT_RUN) & ~stopped, "not run"))
+        parts = [f"{what} {lr_ranges(lrs, mask)}" for mask, what in masks if mask.any()]
         if parts:
             lines.append(f"{family_label(key[:-1], a.axes)}, {_w(a)} {key[-1]}: "
                          + "; ".join(parts))

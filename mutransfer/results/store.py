@@ -52,6 +52,10 @@ __all__ = ["DONE_STATUSES", "STEP_COLUMNS", "TRIAL_COLUMNS", "Store", "Tables", 
 
 # a diverged trial is a result, not a failure; so is one stopped early by search.stop
 DONE_STATUSES = ("complete", "diverged", "stopped")
+# The columns without which a Parquet file in trials/ or steps/ is not a part of that table
+# (another program's file put there): skipped, like an unreadable part.
+TRIAL_KEY = ("trial_id", "width", "lr", "seed")
+STEP_KEY = ("trial_id", "step")
 # Written when a store is created: a non-empty folder without it (and not made by an older
 # version: trials/ and steps/) is not a results store, and a sweep refuses to write there.
 MARKER = "mutransfer-store.json"
@@ -255,6 +259,12 @@ class Store:
         return sorted(p for p in names
                       if p.endswith(suffix) and not p.rsplit("/", 1)[1].startswith("."))
 
+    def running_trial_ids(self) -> set[str]:
+        """The trials with per-eval parts in running/: attempts that started and have not
+        finished (a live sweep's, or those a stopped sweep left; the sweep's next scan tidies
+        them away)."""
+        return {_parse_step_name(p)[0] for p in self.list_parts(self.running_dir)}
+
     def read_part(self, path: str) -> pd.DataFrame:
         """A part as a DataFrame; raises (OSError / ArrowInvalid) when it is unreadable."""
         return pq.read_table(path, filesystem=self.fs).to_pandas()
@@ -272,47 +282,61 @@ class Store:
         self.fs.move(path, target)
         return target
 
-    def _read_all(self, paths: Iterable[str]) -> tuple[list[pd.DataFrame], list[str]]:
-        frames, bad = [], []
+    def _read_all(self, paths: Iterable[str], key: tuple[str, ...] = ()
+                  ) -> tuple[list[pd.DataFrame], list[str], list[str]]:
+        """The parts that read, the paths that do not, and the paths of Parquet files that
+        lack a column of `key` (another program's file in a table folder: not a part)."""
+        frames, bad, foreign = [], [], []
         for path in paths:
             try:
-                frames.append(self.read_part(path))
+                frame = self.read_part(path)
             except (OSError, ValueError, pa.ArrowException):
                 bad.append(path)
-        return frames, bad
+                continue
+            if any(c not in frame.columns for c in key):
+                foreign.append(path)
+            else:
+                frames.append(frame)
+        return frames, bad, foreign
 
     # -- tables ------------------------------------------------------------------------------
-    def _trial_rows(self) -> tuple[pd.DataFrame, list[str]]:
-        frames, bad = self._read_all(self.list_parts(self.trials_dir))
+    def _trial_rows(self) -> tuple[pd.DataFrame, list[str], list[str]]:
+        frames, bad, foreign = self._read_all(self.list_parts(self.trials_dir), TRIAL_KEY)
         frames = [f for f in frames if len(f)]
         if not frames:
-            return _empty(TRIAL_COLUMNS), bad
-        return _with_dtypes(_concat(frames), TRIAL_FIELDS), bad
+            return _empty(TRIAL_COLUMNS), bad, foreign
+        return _with_dtypes(_concat(frames), TRIAL_FIELDS), bad, foreign
 
-    def _step_rows(self, include_running: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    def _step_rows(self, include_running: bool = False
+                   ) -> tuple[pd.DataFrame, list[str], list[str]]:
         paths = self.list_parts(self.steps_dir)
         if include_running:
             paths += self.list_parts(self.running_dir)
-        frames, bad = self._read_all(paths)
+        frames, bad, foreign = self._read_all(paths, STEP_KEY)
         frames = [f for f in frames if len(f)]
         if not frames:
-            return _empty(STEP_COLUMNS), bad
+            return _empty(STEP_COLUMNS), bad, foreign
         steps = _with_dtypes(_concat(frames), STEP_FIELDS)
         if "attempt" not in steps:
             steps["attempt"] = ""
         # The per-report parts and the compacted part of one attempt hold the same rows.
         steps = steps.drop_duplicates(["trial_id", "attempt", "step"], keep="last")
-        return steps, bad
+        return steps, bad, foreign
 
     def tables(self, include_running: bool = False) -> Tables:
         """Both tables. Steps: the rows of each trial's finished attempt only, unless
         `include_running` (then also rows of attempts that have not finished, e.g. live ones).
         Unreadable parts are skipped with a warning (the sweep sets them aside)."""
-        trials, bad_t = self._trial_rows()
-        steps, bad_s = self._step_rows(include_running)
+        trials, bad_t, foreign_t = self._trial_rows()
+        steps, bad_s, foreign_s = self._step_rows(include_running)
         if bad_t or bad_s:
             warnings.warn(f"{len(bad_t) + len(bad_s)} unreadable parts skipped in "
                           f"{self.location}: {', '.join((bad_t + bad_s)[:3])}", stacklevel=2)
+        if foreign_t or foreign_s:
+            warnings.warn(f"{len(foreign_t) + len(foreign_s)} Parquet files skipped in "
+                          f"{self.location}: not parts of its tables (no "
+                          f"{'/'.join(TRIAL_KEY if foreign_t else STEP_KEY)} columns): "
+                          f"{', '.join((foreign_t + foreign_s)[:3])}", stacklevel=2)
         if len(steps) and not include_running:
             steps = steps[_finished_attempt_mask(trials, steps)]
         steps = steps.sort_values(["trial_id", "step"], kind="stable").reset_index(drop=True)
@@ -331,9 +355,9 @@ class Store:
         state = StoreState()
         if repair:
             state.set_aside += [self.set_aside(p) for p in self._legacy_set_aside()]
-        trials, bad_t = self._trial_rows()
-        steps, bad_s = self._step_rows()
-        state.corrupt = bad_t + bad_s
+        trials, bad_t, foreign_t = self._trial_rows()
+        steps, bad_s, foreign_s = self._step_rows()
+        state.corrupt = bad_t + bad_s + foreign_t + foreign_s  # none of them is a part
         if repair:
             state.set_aside += [self.set_aside(p) for p in state.corrupt]
         counts = (steps.groupby(["trial_id", "attempt"]).size().to_dict() if len(steps) else {})
