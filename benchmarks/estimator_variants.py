@@ -6,7 +6,7 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--band H] [--narrow STEPS MIN] [--linex K] \
+        [--band H] [--narrow STEPS MIN] [--linex K] [--centroid SD TAU] \
         [--level | --blowup K | --core R | --bounded S | --fixed-slopes BELOW ABOVE | \
          --slope-prior BELOW ABOVE DF | --pooled] \
         [--oracle-var | --oracle-model | --oracle-slopes] SCRIPT.py [SCRIPT's arguments...]
@@ -60,6 +60,12 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
               test of issue 27 (K > 0 rises faster above lr* than below). The fit, the seeds'
               deviations, the vertex's sensitivity, the model variance and the noise model's
               residuals all use it.
+  --centroid SD TAU  lr* the centroid of the window's LRs under weights exp(-(loss - min) / T),
+              T = 2 A SD^2 from the parabola's curvature A (a Gaussian of sd SD octaves on a
+              parabola), each LR's loss first drawn toward the parabola as far as its own
+              noise outweighs TAU^2 (TAU nats; inf: not at all), the parabola standing in
+              where the window has no LR (centroid_of). A grid's placement moves a smooth
+              kernel's centroid far less than a vertex (benchmarks/README.md).
 Without a flag the script runs as the analysis does. The figures of the comparison are in
 benchmarks/README.md "A local lr* estimator" and "lr* on real curves" (the fixed shape).
 """
@@ -67,8 +73,11 @@ benchmarks/README.md "A local lr* estimator" and "lr* on real curves" (the fixed
 from __future__ import annotations
 
 import argparse
+import math
 import runpy
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +86,7 @@ import shared_shape  # beside this script: the linex curve
 
 import mutransfer.analysis.cells as cells
 import mutransfer.analysis.fit as fit
+import mutransfer.analysis.intervals as intervals
 import mutransfer.analysis.optimum as optimum
 import mutransfer.analysis.pointnoise as pointnoise
 import mutransfer.sweep.search.transfer.decisions as decisions
@@ -191,6 +201,102 @@ def narrow(steps: float, least: float) -> None:
 
     optimum.grid_window = grid_window
     decisions.grid_window = grid_window
+
+
+CENTROID_REACH = 4.0  # sds of the kernel: how far past the window's LRs the parabola stands in
+
+
+@dataclass
+class CentroidFit(fit.OptimumFit):
+    """fit.OptimumFit whose lr* is the centroid (--centroid), with d lr* / d loss_j."""
+
+    sensitivity: np.ndarray | None = None  # (B, L), 0 outside a fitted row's window
+
+    def row(self, i: int) -> CentroidFit:
+        return CentroidFit(*(getattr(self, f)[i:i + 1] for f in self.__dataclass_fields__))
+
+
+def centroid_of(x, y, inside, params, noise, sd: float, tau: float):
+    """(lr*, d lr*/d y_j (L,)) of one fitted row: the centroid of the window's LRs under
+    weights exp(-(y - min) / T), T = 2 A sd^2 (on a parabola: a Gaussian of sd `sd` octaves
+    about its vertex). Each LR's loss is first drawn toward the fitted parabola as far as its
+    own noise (the variance of its mean, `noise`) outweighs tau^2, the roughness a real curve
+    shows about it; the parabola also stands in at the grid's step wherever the window has no
+    LR (a hole: a partially diverged LR, one left out; beyond its ends) out to CENTROID_REACH
+    sds. The derivative holds T and the stand-ins fixed."""
+    c, a, v0 = params
+    xs = x[inside]
+    keep = (tau**2 / (tau**2 + noise[inside])) if math.isfinite(tau) else np.ones(len(xs))
+    ys = keep * y[inside] + (1 - keep) * (c + a * (xs - v0) ** 2)
+    step = float(np.median(np.diff(xs))) if len(xs) > 1 else 1.0
+    reach = CENTROID_REACH * sd
+    k = np.arange(math.ceil((v0 - reach - xs[0]) / step),
+                  math.floor((v0 + reach - xs[0]) / step) + 1)
+    lattice = xs[0] + step * k
+    stand = lattice[np.abs(lattice[:, None] - xs[None, :]).min(axis=1) > step / 4]
+    xa = np.concatenate([xs, stand])
+    ya = np.concatenate([ys, c + a * (stand - v0) ** 2])
+    temp = 2.0 * a * sd**2
+    w = np.exp(-(ya - ya.min()) / temp)
+    p = w / w.sum()
+    v = float((p * xa).sum())
+    sens = np.zeros(len(x))
+    sens[inside] = -keep * (xs - v) * p[:len(xs)] / temp
+    return v, sens
+
+
+def centroid(sd: float, tau: float) -> None:
+    """lr* the centroid of centroid_of, wherever the analysis (and the search) reads one: the
+    parabola's fit still gives the window, the curvature (T), the stand-ins and whether there
+    is a fitted optimum at all; the interval's first-order pulls and model variance use the
+    centroid's derivative, and its leave-one-seed-out refits the centroid itself."""
+    base_fit, base_sens, base_dev = fit.fit_optimum, fit.vertex_sensitivity, fit.seed_deviations
+
+    def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
+        out = base_fit(log2_lr, loss, window, point_var=point_var)
+        x = np.asarray(log2_lr, dtype=float)
+        y = np.asarray(loss, dtype=float)
+        noise = np.zeros(y.shape)
+        if point_var is not None:
+            pv = np.broadcast_to(np.asarray(point_var, dtype=float), y.shape)
+            noise = np.where(np.isfinite(pv) & (pv > 0), pv, 0.0)
+        log2, best, sens = out.log2_lr.copy(), out.loss.copy(), np.zeros(y.shape)
+        for i in np.flatnonzero(out.fitted):
+            c, a, v0 = out.params[i]
+            log2[i], sens[i] = centroid_of(x, y[i], out.weights[i] > 0, out.params[i],
+                                           noise[i], sd, tau)
+            best[i] = c + a * (log2[i] - v0) ** 2
+        inside = out.weights > 0
+        below = (inside & (x[None, :] < log2[:, None])).sum(axis=1)
+        above = (inside & (x[None, :] > log2[:, None])).sum(axis=1)
+        sides = np.where(out.fitted, np.minimum(below, above), out.sides)
+        fields = {f: getattr(out, f) for f in fit.OptimumFit.__dataclass_fields__}
+        return CentroidFit(**{**fields, "log2_lr": log2, "loss": best, "sides": sides},
+                           sensitivity=sens)
+
+    def vertex_sensitivity(log2_lr, f):
+        if isinstance(f, CentroidFit):
+            return f.sensitivity[0] if f.fitted[0] else None
+        return base_sens(log2_lr, f)
+
+    def seed_deviations(log2_lr, seed_loss, f):
+        if not (isinstance(f, CentroidFit) and f.fitted[0]):
+            return base_dev(log2_lr, seed_loss, f)
+        x = np.asarray(log2_lr, dtype=float)
+        sens = f.sensitivity[0]
+        has = np.isfinite(seed_loss) & (sens != 0)[None, :]
+        shared = has.sum(axis=0) >= 2  # else residuals from the fitted curve (Optuna)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.where(shared, np.nanmean(np.where(has, seed_loss, np.nan), axis=0),
+                            fit.model(x, f.params[:1])[0])
+            resid = np.where(has, seed_loss - mean[None, :], np.nan)
+            resid = resid - np.nanmean(resid, axis=1, keepdims=True)  # offsets move nothing
+        return np.where(has.any(axis=1), np.nansum(resid * sens[None, :], axis=1), np.nan)
+
+    fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = fit_optimum
+    fit.vertex_sensitivity = decisions.vertex_sensitivity = vertex_sensitivity
+    fit.seed_deviations = intervals.seed_deviations = seed_deviations
 
 
 GN_STEPS = 12  # Gauss-Newton steps of the linex fit from the parabola's closed form
@@ -545,6 +651,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
+    ap.add_argument("--centroid", type=float, nargs=2, metavar=("SD", "TAU"))
     weights.add_argument("--band", type=float, metavar="NATS")
     model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
     model.add_argument("--level", action="store_true")
@@ -567,6 +674,8 @@ def main() -> None:
         narrow(*args.narrow)
     if args.linex:
         linex(args.linex)
+    if args.centroid:
+        centroid(*args.centroid)
     if args.robust or args.floor or args.band:
         factors = huber_factors(args.robust) if args.robust else \
             band_factors(args.band) if args.band else None
