@@ -6,13 +6,16 @@ every optimum of a family on the grid's edge, ... and what the analysis must say
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import mutransfer
 from mutransfer.analysis import analyze
 from mutransfer.cli import main
 from mutransfer.results.store import Store
@@ -62,7 +65,23 @@ def test_a_sweep_scan_sets_a_foreign_file_aside_instead_of_reading_it_as_trials(
     _foreign(root / "trials" / "notes.parquet")
     state = Store(str(root)).scan(repair=False)
     assert "nan" not in state.failed and all(isinstance(t, str) for t in state.complete)
-    assert any(p.endswith("notes.parquet") for p in state.corrupt)
+    assert [Path(p).name for p in state.foreign] == ["notes.parquet"] and not state.corrupt
+
+
+def test_a_sweep_says_it_set_a_foreign_file_aside_and_runs_no_cell_again(tmp_path, ray_local):
+    """Not "a damaged part (its cell runs again)": the file was never a part of any cell."""
+    spec = {"name": "tiny", "storage": str(tmp_path / "store"),
+            "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
+            "train": {"steps": 2, "batch_size": 2, "seq_len": 16, "eval_every": 2},
+            "axes": {"width": [16], "lr": [0.01]}}
+    assert mutransfer.run(spec, out=io.StringIO()).ok
+    _foreign(tmp_path / "store" / "trials" / "notes.parquet")
+    out = io.StringIO()
+    result = mutransfer.run(spec, out=out)
+    text = out.getvalue()
+    assert result.ok and "damaged part" not in text, text
+    assert "set aside a file that is no part of this store" in text and "notes.parquet" in text
+    assert not (tmp_path / "store" / "trials" / "notes.parquet").exists()
 
 
 # -- a drift whose optima lie on the grid's edge --------------------------------------------------

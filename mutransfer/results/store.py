@@ -78,6 +78,8 @@ class StoreState:
     failed: dict[str, str] = field(default_factory=dict)  # trial_id -> error of the last failure
     set_aside: list[str] = field(default_factory=list)  # parts renamed to *.corrupt
     corrupt: list[str] = field(default_factory=list)  # unreadable parts (dry scan: left in place)
+    foreign: list[str] = field(default_factory=list)  # another program's Parquet files there
+    foreign_aside: list[str] = field(default_factory=list)  # where repair moved them
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -357,9 +359,11 @@ class Store:
             state.set_aside += [self.set_aside(p) for p in self._legacy_set_aside()]
         trials, bad_t, foreign_t = self._trial_rows()
         steps, bad_s, foreign_s = self._step_rows()
-        state.corrupt = bad_t + bad_s + foreign_t + foreign_s  # none of them is a part
+        state.corrupt = bad_t + bad_s
+        state.foreign = foreign_t + foreign_s  # not parts: no cell runs again for them
         if repair:
             state.set_aside += [self.set_aside(p) for p in state.corrupt]
+            state.foreign_aside = [self.set_aside(p) for p in state.foreign]
         counts = (steps.groupby(["trial_id", "attempt"]).size().to_dict() if len(steps) else {})
         for row in trials.to_dict("records"):
             tid = str(row["trial_id"])

@@ -187,6 +187,9 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
     state = store.scan(repair=True)
     for path in state.set_aside:
         print(f"set aside a damaged part (its cell runs again): {path}", file=out)
+    for path in state.foreign_aside:
+        print(f"set aside a file that is no part of this store (it lacks the table's columns): "
+              f"{path}", file=out)
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
     print(header(plan, store, work), file=out)
@@ -244,6 +247,9 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     lines.append(header(plan, store, work))
     if state.corrupt:
         lines.append(f"{len(state.corrupt)} damaged parts would be set aside and re-run")
+    if state.foreign:
+        lines.append(f"{len(state.foreign)} files that are no part of this store would be set "
+                     "aside")
     lines.append(strategy_for(plan.spec.search.kind).listing(plan, work, state))
     lines += horizon_lines(plan, state, store if store.exists() else None)
     lines.append(plan_cost(plan, gpu, mfu))
