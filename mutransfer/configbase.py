@@ -184,13 +184,78 @@ class DuplicateKeyError(yaml.YAMLError):
         self.key, self.first, self.second = key, first, second
 
 
+class ShapeError(yaml.YAMLError):
+    """A document no config has the shape of: nested too deeply, more values than any config
+    holds once its aliases are expanded (a 'billion laughs' bomb), or an alias inside its own
+    anchor. Each would end deep inside validation or serialization, in a RecursionError or
+    after minutes and gigabytes; safe_load builds them in an instant."""
+
+
+# The deepest nesting of lists and mappings a document may have (a config needs 6 or so:
+# axes.lr.sp.log2 is 4; model.options holds whatever a factory takes), well inside pydantic's
+# serialization depth and Python's recursion limit.
+MAX_DEPTH = 32
+# The most values (scalars, lists and mappings) a document may hold with its aliases expanded:
+# far above any sweep (a 10,000-point axis, thousands of data files), far below a bomb's
+# billions.
+MAX_VALUES = 100_000
+# The largest config file read: twice what MAX_VALUES values of 10 bytes take, parsed in a
+# few seconds.
+MAX_YAML_BYTES = 2 * 2**20
+
+
+def shape_problem(data: Any) -> str | None:
+    """What makes `data` (a loaded document) no config, naming where (see ShapeError); None
+    when fine. One visit per distinct list or mapping, so a bomb's shared nodes cost nothing
+    to measure."""
+    done: dict[int, tuple[int, int]] = {}  # id -> (values with aliases expanded, depth)
+    path: set[int] = set()  # the lists and mappings around the one being visited
+    stack: list[tuple[Any, str, bool]] = [(data, "", False)]
+    while stack:
+        node, where, leaving = stack.pop()
+        if not leaving and id(node) in done:  # pushed twice (one list, aliased twice) before
+            continue  # its first visit ended: visiting it again would cost its length again
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        at = f"{where}: " if where else ""
+        if leaving:
+            values, depth = 1, 0
+            for _, child in items:
+                v, d = done.get(id(child), (1, 0))
+                values, depth = values + v, max(depth, d)
+            path.discard(id(node))
+            done[id(node)] = (values, depth + 1)
+            if values > MAX_VALUES:
+                return (f"{at}more than {MAX_VALUES:,} values once its aliases are expanded "
+                        "(an alias of an alias of ...: a YAML bomb?)")
+            continue
+        if id(node) in path:
+            return f"{at}an alias inside its own anchor: the value would contain itself"
+        if len(path) >= MAX_DEPTH:
+            at = f"{where[:40]}...: " if len(where) > 40 else at
+            return f"{at}nested more than {MAX_DEPTH} levels deep"
+        path.add(id(node))
+        stack.append((node, where, True))
+        stack.extend((child, f"{where}.{key}" if where else str(key), False)
+                     for key, child in items
+                     if isinstance(child, list | dict) and id(child) not in done)
+    return None
+
+
 def load_yaml(text: str) -> Any:
-    """`yaml.safe_load(text)`, refusing duplicate keys (DuplicateKeyError)."""
+    """`yaml.safe_load(text)`, refusing duplicate keys (DuplicateKeyError) and documents no
+    config has the shape of (ShapeError)."""
     loader = StrictLoader(text)  # a SafeLoader: what yaml.safe_load does, with its constructor
     try:
-        return loader.get_single_data()
+        data = loader.get_single_data()
+    except RecursionError:  # the parser recurses once per level: [[[[...]]]] deep enough
+        raise ShapeError(f"nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
+    if isinstance(data, list | dict):
+        problem = shape_problem(data)
+        if problem:
+            raise ShapeError(problem)
+    return data
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -199,12 +264,16 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():  # a folder or a device (/dev/null) is there, but is no file to read
         raise UserError(f"{path}: " + ("not a file" if p.exists() else "no such file"))
+    size = p.stat().st_size
+    if size > MAX_YAML_BYTES:  # YAML parses at about 0.5 MB/s: 100 MB would take minutes
+        raise UserError(f"{path}: {size / 2**20:.1f} MiB, larger than a config file can be "
+                        f"(at most {MAX_YAML_BYTES >> 20} MiB): a data file?")
     try:
         data = load_yaml(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
                         f"offset {exc.start}); save the file as UTF-8") from None
-    except DuplicateKeyError as exc:
+    except (DuplicateKeyError, ShapeError) as exc:
         raise UserError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -251,6 +320,8 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
                             "train.lr=0.003)")
         try:
             value = load_yaml(raw)
+        except ShapeError as exc:  # not a word either: [[[...]]] or an alias of an alias ...
+            raise UserError(f"--set {key.strip()}: {exc}") from None
         except yaml.YAMLError:
             value = raw
         out.append((key.strip(), value))

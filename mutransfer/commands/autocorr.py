@@ -11,6 +11,8 @@ Mamba's in_proj/conv, or S4D's mixer input; channels pooled as sequences), as th
 
 from __future__ import annotations
 
+import math
+
 SIGNALS = ("white", "ar1", "constant")
 # values of one length's sample (samples x L): 2^27 float64s are 1 GiB, and the estimator's
 # FFTs take a few times that; beyond it the answer is an out-of-memory traceback
@@ -95,10 +97,15 @@ def run(args) -> int:
                         f"{MAX_VALUES:,} values a length (e.g. --lengths up to "
                         f"{MAX_VALUES // args.samples:,})")
     for name, value, ok, want in (("--rho", args.rho, abs(args.rho) < 1, "inside (-1, 1)"),
-                                  ("--kappa", args.kappa, args.kappa > 0, "above 0"),
-                                  ("--noise", args.noise, args.noise >= 0, "at least 0")):
-        if not ok:  # NaN fails each comparison too
-            raise UserError(f"{name} {value:g}: give a number {want}")
+                                  ("--kappa", args.kappa, 0 < args.kappa < math.inf,
+                                   "above 0"),
+                                  ("--noise", args.noise, 0 <= args.noise < math.inf,
+                                   "at least 0"),
+                                  ("--mean", args.mean, math.isfinite(args.mean), "")):
+        if not ok:  # NaN fails each comparison too; inf gives a table of inf or nan
+            raise UserError(f"{name} {value:g}: give a finite number {want}".rstrip())
+    if not -2**63 <= args.seed < 2**64:  # torch's generator takes no other
+        raise UserError(f"--seed {args.seed}: give a seed from -2**63 to 2**64 - 1")
     if args.data in SIGNALS:
         def draw(length: int):
             return signals.make(args.data, args.samples, length, rho=args.rho,

@@ -32,6 +32,8 @@ EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
 
 
 def add_arguments(p, name: str) -> None:
+    from mutransfer.commands.options import positive_int
+
     p.add_argument("file", help="check file (YAML), e.g. examples/tiny_gpt_check.yaml")
     p.add_argument("--out", default=None, help="output folder (default: the file's storage, "
                                                "else results/check/NAME)")
@@ -42,7 +44,8 @@ def add_arguments(p, name: str) -> None:
                         "before, and a running one stops there (stored, resumable)")
     p.add_argument("--coord-only", action="store_true",
                    help="the coordinate check alone (a FAIL is final; else INCONCLUSIVE)")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
+    p.add_argument("--num-cpus", type=positive_int, default=None,
+                   help="CPUs of the local Ray")
 
 
 @dataclass
@@ -83,6 +86,28 @@ def _trial_configs(spec):
     return out, lr
 
 
+def _batch_beyond_memory(spec, coord, coord_only: bool) -> str | None:
+    """Why a batch of the coordinate stage (`coord`: one of its trial configs) or of the
+    transfer stage (unless `coord_only`) cannot fit in this machine's memory, before any data
+    loads (before: numpy's MemoryError traceback at the first batch). A train section that
+    does not validate is left to the transfer stage's plan, which names its field."""
+    from pydantic import ValidationError
+
+    from mutransfer.commands.options import batch_beyond_memory
+    from mutransfer.config import TrainConfig
+
+    why = batch_beyond_memory(coord.train.batch_size, coord.train.seq_len,
+                              ("check.coord.batch_size", "check.coord.seq_len"))
+    if why or coord_only:
+        return why
+    try:
+        train = TrainConfig.model_validate(spec.train)
+    except ValidationError:
+        return None
+    return batch_beyond_memory(train.batch_size, train.seq_len,
+                               ("train.batch_size", "train.seq_len"))
+
+
 def _settings_key(spec, lr: float) -> str:
     return json.dumps({"trial": spec.trial(0), "coord": spec.check.coord.model_dump(),
                        "widths": spec.check.widths, "lr": lr, "measures": "params"},
@@ -94,12 +119,15 @@ def run(args) -> int:
     from mutransfer.commands.outputs import check_output_dir
 
     spec = load_check(args.file)
-    out = Path(args.out) if args.out else spec.out
-    if args.out:
+    out = Path(args.out) if args.out is not None else spec.out
+    if args.out is not None:
         spec = spec.model_copy(update={"storage": str(out)})
     budget = parse_budget(args.budget)
-    check_output_dir(out)
+    check_output_dir(args.out if args.out is not None else out)  # '' as written, not '.'
     configs, lr = _trial_configs(spec)
+    why = _batch_beyond_memory(spec, configs[0], args.coord_only)
+    if why:
+        raise UserError(f"{args.file}: {why}")
     try:
         plan = _preflight(spec, configs, budget, args.coord_only, args.file)
         return _run(spec, out, configs, lr, plan, budget, args)

@@ -120,6 +120,7 @@ def _parse_depth_fields(items: list[str]) -> dict:
 
 def settings_from(args):
     """CoordSettings from the parsed options (an option that does not fit: UserError)."""
+    from mutransfer.configbase import MAX_INT
     from mutransfer.coord.settings import DEPTH_WIDTH, CoordSettings
 
     d = CoordSettings()
@@ -133,6 +134,9 @@ def settings_from(args):
         if args.width is not None:
             raise UserError("--width: only with --depths (a width check takes --widths)")
         widths = sorted(set(args.widths)) if args.widths is not None else d.widths
+    for seed in args.seeds or ():  # before the data loads, as the trials' config would
+        if abs(seed) > MAX_INT:
+            raise UserError(f"--seeds {seed}: out of range for a seed (at most 2**53 in size)")
     return CoordSettings(
         widths=widths, params=args.param, optimizer=args.optimizer, lr=args.lr,
         steps=args.steps, seeds=args.seeds, base_width=args.base_width,
@@ -146,12 +150,16 @@ def settings_from(args):
 
 def run(args) -> int:
     """Parse, check the output folder, run `mutransfer.coord_check`, write and print."""
+    from mutransfer.commands.options import batch_beyond_memory
     from mutransfer.commands.outputs import check_output_dir
     from mutransfer.coordcheck import coord_check
     from mutransfer.statusline import StatusLine
 
     check_output_dir(args.out)  # before the measurements, not after them
     s = settings_from(args)
+    why = batch_beyond_memory(s.batch_size, s.seq_len, ("--batch-size", "--seq-len"))
+    if why:
+        raise UserError(why)
     status = StatusLine(sys.stderr)
     try:
         result = coord_check(s, name=option, progress=lambda done, total, what: status.draw(

@@ -22,10 +22,12 @@ from typing import Any
 
 
 def add_arguments(p, name: str) -> None:
+    from mutransfer.commands.options import cluster_address
+
     p.add_argument("file", nargs="?", default=None,
                    help="a sweep file: check that it validates, its data and tokenizer, and "
                         "its token cache")
-    p.add_argument("--address", default=None,
+    p.add_argument("--address", default=None, type=cluster_address,
                    help="a Ray cluster (HOST:6379, ray://HOST:10001 or auto): list its nodes, "
                         "CPUs and GPUs")
     p.add_argument("--storage", default=None,
@@ -176,6 +178,9 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
             location = load_spec(sweep).storage_location
         except UserError:
             location = None  # the sweep file's own check says why
+    if location == "":  # not "no --storage": Path("") would check the current folder
+        r.fail("storage '': an empty path; give a folder or URI")
+        return
     location = location or "results"
     if is_uri(location):
         r.skip(f"storage {location}: a URI (its access is checked when a sweep writes)")

@@ -16,6 +16,17 @@ def dashboard_url(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{value} is a cluster address for `mutransfer sweep --address` (the GCS, the Ray "
             f"client or auto), not the dashboard: give http://HOST:8265")
+    from urllib.parse import urlsplit
+
+    from mutransfer.commands.options import host_problem
+
+    try:  # a URL urlsplit refuses (an unclosed IPv6 bracket) is refused where it is used
+        host = urlsplit(value if "://" in value else f"http://{value}").hostname
+    except ValueError:
+        return value
+    problem = host_problem(host or "")
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 

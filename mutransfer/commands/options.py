@@ -1,5 +1,7 @@
 """What several commands share: the options `sweep`, `validate` and `submit` take alike
-(--max-cells; --gpu and --mfu), and the probe of a sweep's user model factories.
+(--max-cells; --gpu and --mfu), the check of a host name in --address and --dashboard, the
+bound on one batch's memory (train, coord-check, check), and the probe of a sweep's user model
+factories.
 
 Imports are inside the functions, as in every command module: `mutransfer --help` loads no
 sweep, cost or model code."""
@@ -13,14 +15,14 @@ def add_max_cells(p) -> None:
     """--max-cells, shared by sweep, validate and submit."""
     from mutransfer.sweep.plan.size import MAX_CELLS
 
-    p.add_argument("--max-cells", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--max-cells", type=positive_int, default=None, metavar="N",
                    help=f"refuse a sweep of more than N cells (default {MAX_CELLS:,}): a "
                         f"guard against a mistyped grid")
 
 
-def _positive_int(text: str) -> int:
-    """A count of at least 1 (--max-cells): 0 or -1 would refuse every sweep, saying so
-    only after the file was read."""
+def positive_int(text: str) -> int:
+    """A count of at least 1 (--max-cells, check --num-cpus): 0 or -1 would refuse every sweep
+    saying so only after the file was read (check: after its coordinate stage had run)."""
     import argparse
 
     try:
@@ -45,6 +47,46 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text}: give a fraction of the peak in (0, 1], "
                                          "e.g. 0.3")
     return value
+
+
+def host_problem(host: str) -> str | None:
+    """Why a host name cannot be looked up at all: the name lookup encodes it to IDNA, which
+    refuses an empty label (a..b, .) and one of more than 63 characters, raising a
+    UnicodeError that no connection error handler expects; None when it can."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return (f"{host!r} is not a host name: each of its labels (the parts between dots) is "
+                "1 to 63 characters")
+    return None
+
+
+def cluster_address(text: str) -> str:
+    """--address of sweep and doctor (HOST:PORT, ray://HOST:PORT, auto): a host name no
+    lookup takes is refused with the command line; the rest is checked where it is used."""
+    import argparse
+    import re
+
+    host = re.sub(r"^[a-z]+://", "", text).rstrip("/").rpartition(":")[0].strip("[]")
+    problem = host_problem(host)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str]) -> str | None:
+    """Why one batch cannot fit in this machine's memory: its token ids alone, as the loader
+    draws them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
+    (before, numpy's MemoryError traceback once the data had loaded); None where it may.
+    `names`: how the command calls the batch size and the sequence length."""
+    from mutransfer.cost.machine import memory_bytes
+
+    memory = memory_bytes()
+    ids = 8 * batch_size * (seq_len + 1)
+    if memory is None or ids <= memory:
+        return None
+    return (f"{names[0]} {batch_size} x {names[1]} {seq_len}: one batch's token ids alone "
+            f"take {ids / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
 
 
 def add_cost_options(p) -> None:

@@ -14,6 +14,8 @@ from mutransfer.paths import nearest_existing
 def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
     """`path` can be written as a file: its folder exists and takes a new file, the path is
     not a folder, and the file itself opens for writing. Nothing is left behind."""
+    if not os.fspath(path):  # Path("") is ".": the current folder, not what was meant
+        raise UserError(f"{option} '': an empty file name")
     p = Path(path).expanduser()
     try:
         if p.is_dir():
@@ -48,6 +50,8 @@ def _probe_file(p: Path, option: str, path: str | os.PathLike) -> None:
 def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
     """`path` can be made (or is) a folder that takes new files: the nearest part of it that
     exists is a folder and writable. Nothing is created."""
+    if not os.fspath(path):  # Path("") is ".": the current folder, not what was meant
+        raise UserError(f"{option} '': an empty folder name")
     p = Path(path).expanduser().absolute()
     existing = nearest_existing(p)
     if not existing.is_dir():

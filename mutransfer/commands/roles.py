@@ -17,6 +17,7 @@ def add_arguments(p, name: str) -> None:
 def run(args) -> int:
     from mutransfer.config import TrialConfig
     from mutransfer.configbase import read_yaml, validate
+    from mutransfer.cost.machine import beyond_memory, memory_bytes
     from mutransfer.data import load_data
     from mutransfer.errors import UserError
     from mutransfer.models.factory import probe
@@ -31,6 +32,9 @@ def run(args) -> int:
     cfg = validate(TrialConfig, {"width": width, "model": model,
                                  "data": dict(raw.get("data") or {}),
                                  "param": dict(raw.get("param") or {})}, source=args.config)
+    why = beyond_memory(cfg.model_dump(), memory_bytes())  # before the data loads, or a
+    if why:  # 10^8-layer model is built block by block without end
+        raise UserError(f"{args.config}: width {width}: {why}")
     source = load_data(cfg.data)
     built = probe(cfg, source.spec)
     shapes = {n: tuple(p.shape) for n, p in built.model.named_parameters()}

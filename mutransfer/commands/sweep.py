@@ -11,8 +11,10 @@ from mutransfer.errors import UserError
 
 
 def add_arguments(p, name: str) -> None:
+    from mutransfer.commands.options import cluster_address
+
     p.add_argument("file", help="sweep file (YAML), e.g. sweeps/quickstart.yaml")
-    p.add_argument("--address", default=None,
+    p.add_argument("--address", default=None, type=cluster_address,
                    help="an existing Ray cluster (HOST:6379, ray://HOST:10001 or auto); "
                         "default: start a local Ray for this run")
     p.add_argument("--storage", default=None,

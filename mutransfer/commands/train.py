@@ -71,6 +71,9 @@ class Progress:
 # OMP_NUM_THREADS to a trial's CPUs, and torch takes its thread count from it. The sum of a
 # matrix product depends on how its rows are split among threads (last bits of a float32).
 SWEEP_TRIAL_THREADS = 1
+# The most torch threads a trial asks for: more than any machine's cores. At 10^5 the OpenMP
+# runtime cannot start them and the process dies (a segmentation fault, no message).
+MAX_THREADS = 1024
 
 
 def trial_threads(option: int | None) -> int:
@@ -78,21 +81,48 @@ def trial_threads(option: int | None) -> int:
     torch), else a sweep trial's default; 0: torch's own default."""
     from mutransfer.errors import UserError
 
+    given = "--threads"
     if option is None:
         env = os.environ.get("OMP_NUM_THREADS", "")
         option = int(env) if env.isdigit() and int(env) > 0 else SWEEP_TRIAL_THREADS
+        given = "OMP_NUM_THREADS="
     if option < 0:
         raise UserError(f"--threads {option}: give 1 or more (0: torch's default)")
+    if option > MAX_THREADS:
+        name = f"{given}{option}" if given.endswith("=") else f"{given} {option}"
+        raise UserError(f"{name}: more threads than any machine has cores (at most "
+                        f"{MAX_THREADS}; 0: torch's default, every core)")
     return option
+
+
+def beyond_memory(cfg) -> str | None:
+    """Why the trial cannot fit in this machine's memory, before its data loads or its model
+    is built (a 10^5-layer model was built without end; a batch of 10^9 sequences ended in
+    numpy's MemoryError traceback): the cost model's weights, gradients and optimizer state
+    (cost/machine.py, as a sweep and coord-check refuse them), then one batch's token ids."""
+    from mutransfer.commands.options import batch_beyond_memory
+    from mutransfer.cost.machine import beyond_memory as weights_beyond
+    from mutransfer.cost.machine import memory_bytes
+
+    why = weights_beyond(cfg.model_dump(), memory_bytes())
+    if why:
+        return f"width {cfg.width}: {why}"
+    return batch_beyond_memory(cfg.train.batch_size, cfg.train.seq_len,
+                               ("train.batch_size", "train.seq_len"))
 
 
 def run(args) -> int:
     threads = trial_threads(args.threads)
-    if args.out:  # before training: a run must not end in a crash that loses its result
+    if args.out is not None:  # before training: a crash must not lose the run's result
         from mutransfer.commands.outputs import check_output_file
 
         check_output_file(args.out)
     cfg = load_trial_config(args.config, args.sets)
+    why = beyond_memory(cfg)
+    if why:
+        from mutransfer.errors import UserError
+
+        raise UserError(f"{args.config}: {why}")
     from mutransfer.train import run_trial
 
     if threads:
@@ -117,7 +147,7 @@ def run(args) -> int:
                   f"+{result.max_excursion:.2f} nats over the initial loss and stayed above "
                   f"initial + {cfg.train.diverge_delta:g} for {result.steps_above_bound} "
                   f"steps, then recovered")
-    if args.out:
+    if args.out is not None:
         from mutransfer.commands.outputs import write_result
 
         write_result(args.out, json.dumps(result.to_dict(), indent=1))

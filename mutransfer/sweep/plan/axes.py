@@ -102,6 +102,10 @@ def _parse_lr(name: str, values: Any) -> dict[str, LRChoice]:
     return {"*": _lr_choice(name, values)}
 
 
+# The log2 of the smallest and the largest positive float64 (2^-1074, subnormal; 2^1023).
+LOG2_MIN, LOG2_MAX = -1074, 1023
+
+
 def _lr_choice(where: str, values: Any) -> LRChoice:
     if isinstance(values, dict):
         rng = validate(LRRange, values, source=f"axes.{where}")
@@ -111,6 +115,10 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
         if lo > hi:
             raise UserError(f"axes.{where}.log2: range upside down ({lo} > {hi}); "
                             f"write [low, high]")
+        for bound in (lo, hi):  # 2.0 ** 1024 overflows (a traceback, as did the count of
+            if not LOG2_MIN <= bound <= LOG2_MAX:  # points of [-1e308, 1e308])
+                raise UserError(f"axes.{where}.log2: {bound:g} is beyond the LRs a float "
+                                f"holds (log2 from {LOG2_MIN} to {LOG2_MAX})")
         n = round((hi - lo) * rng.per_octave)
         grid = tuple(2.0 ** (lo + i / rng.per_octave) for i in range(n + 1))
         return LRChoice(grid, lo, hi)

@@ -64,6 +64,10 @@ class Resources(StrictModel):
                 raise PydanticCustomError("amount", f"{amount} is not a non-negative amount")
             if info.field_name == "cpus_per_trial" and amount <= 0:
                 raise PydanticCustomError("amount", "a trial needs more than 0 CPUs")
+            if 0 < amount < 1e-4:  # Ray refuses it as the first trial starts: a traceback
+                raise PydanticCustomError(
+                    "amount", f"{amount:g} is less than the smallest fraction of a CPU or GPU "
+                    "Ray schedules (0.0001)")
         return value
 
     def cpus_for(self, width: int) -> float:
@@ -246,6 +250,24 @@ class SweepSpec(RunSpec):
         "Ray Tune's logger callbacks, writing under STORAGE/tune/ (tensorboard, csv, json) or "
         "to their service (wandb, mlflow: their package must be installed); the store stays "
         "the record"))
+
+    @field_validator("storage")
+    @classmethod
+    def _a_location(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):  # a newline, a tab: a typo,
+            raise PydanticCustomError(  # and every line naming the store would break there
+                "storage", "{value} holds a control character; give a path or URI "
+                "without one", {"value": repr(value)})
+        scheme, sep, rest = value.partition("://")
+        if sep and not rest.strip("/") and scheme.replace("+", "").isalnum():
+            # s3:// or file:// alone: no bucket, no path (s3: was taken as a local folder,
+            # and Ray's pyarrow ended the sweep in an ArrowInvalid traceback)
+            raise PydanticCustomError(
+                "storage", "{value}: a URI with no location after {scheme}://; give e.g. "
+                "s3://bucket/results, or a folder", {"value": value, "scheme": scheme})
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -150,6 +150,8 @@ def probe(address: str, timeout_s: float = 5.0) -> None:
         raise UserError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT or auto")
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
+    except UnicodeError:  # the name lookup's IDNA encoding: an empty or 64+ character label
+        raise UserError(f"--address {address}: {host!r} is not a host name") from None
     except OSError as exc:
         raise UserError(f"--address {address}: cannot reach a Ray cluster there "
                         f"({exc.strerror or exc})") from None

@@ -104,6 +104,9 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
         raise UserError(f"dashboard {address}: expected http://HOST:8265")
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except UnicodeError:  # the name lookup's IDNA encoding: an empty or 64+ character label
+        raise UserError(f"dashboard {address}: {parts.hostname!r} is not a host name") \
+            from None
     except OSError as exc:
         raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
                         f"({exc.strerror or exc})") from None
