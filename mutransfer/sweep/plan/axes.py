@@ -102,8 +102,10 @@ def _parse_lr(name: str, values: Any) -> dict[str, LRChoice]:
     return {"*": _lr_choice(name, values)}
 
 
-# The log2 of the smallest and the largest positive float64 (2^-1074, subnormal; 2^1023).
-LOG2_MIN, LOG2_MAX = -1074, 1023
+# The log2 of the smallest normal and the largest float64 (2^-1022, 2^1023). Subnormal LRs are
+# left out: every trial flushes subnormals to zero (mutransfer/denormals.py), and in a process
+# that has (a driver that ran a trial in-process) 2^-1074 itself reads as 0.0.
+LOG2_MIN, LOG2_MAX = -1022, 1023
 
 
 def _lr_choice(where: str, values: Any) -> LRChoice:
