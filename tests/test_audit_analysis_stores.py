@@ -321,6 +321,14 @@ def test_cells_stopped_early_are_not_called_not_run_in_the_summary(stopped):
     assert flagged == ["  sp, width 128: stopped early (search.stop) 2^-12..2^-8"]
 
 
+def test_the_lr_star_table_counts_cells_stopped_early_apart_from_lrs_not_run(stopped):
+    """Its note said "not run at this width: 2^-12..2^-8" of LRs that ran and were stopped."""
+    row = stopped.lr_opt.set_index("width").loc[128]
+    assert row.n_lrs_stopped == 5 and row.n_lrs_not_run == 0 and row.lrs_not_run == ""
+    assert "stopped early (search.stop, left out): 2^-12..2^-8" in row.note
+    assert "not run" not in row.note
+
+
 def test_the_loss_plot_draws_stopped_cells_apart_from_lrs_not_run(stopped, tmp_path,
                                                                   monkeypatch):
     from mutransfer.analysis import plots

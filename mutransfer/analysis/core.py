@@ -240,7 +240,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     if prep.trials.empty:
         raise UserError(_nothing_left(results_dir, len(trials), prep))
     optima = group_optima(prep, fit_window)
-    lr_opt, cells = optimum_tables(optima, prep.group_cols)
+    lr_opt, cells = optimum_tables(optima, prep.group_cols, prep.stopped_lrs)
     fam = prep.family_cols
     stability = stability_table(cells, prep.group_cols, prep.trials)
     widths = sorted(int(w) for w in np.unique(prep.trials["width"]))

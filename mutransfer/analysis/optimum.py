@@ -16,6 +16,7 @@ every LR they cancel; with a seed missing at some LR they are the one remaining 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -324,11 +325,14 @@ def interval_note(g: GroupOptimum) -> str:
     return f"no interval: {g.noise.why}"
 
 
-def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
+def optimum_row(g: GroupOptimum, cols: list[str], stopped: set[float] = frozenset()) -> dict:
+    """One row of lr_opt; `stopped`: the group's LRs where a trial stopped early
+    (search.stop), which the estimator never sees, as it sees no LR that did not run."""
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
     lo, hi = g.interval_log2()
-    partial, not_run = s.partial[0], ~s.run[0]
+    was_stopped = ~s.run[0] & np.isin(arr.lrs, list(stopped))
+    partial, not_run = s.partial[0], ~s.run[0] & ~was_stopped
     notes = [g.edge_hint, interval_note(g)]
     if g.fit.fitted[0] and g.fit.sides[0] < MIN_SIDE:
         notes.append("one trained LR on a side of lr* inside its window, so the curve's rise "
@@ -338,6 +342,8 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
                      "interval's half-width: refine the grid around lr*")
     if partial.any():
         notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial)}")
+    if was_stopped.any():
+        notes.append(f"stopped early (search.stop, left out): {lr_ranges(arr.lrs, was_stopped)}")
     if not_run.any():
         notes.append(f"not run at this width: {lr_ranges(arr.lrs, not_run)}")
     fitted = bool(g.fit.fitted[0])
@@ -364,6 +370,7 @@ def optimum_row(g: GroupOptimum, cols: list[str]) -> dict:
         "n_lrs_diverged": int(s.all_diverged[0].sum()),
         "n_lrs_not_run": int(not_run.sum()),
         "lrs_not_run": lr_ranges(arr.lrs, not_run),
+        "n_lrs_stopped": int(was_stopped.sum()),
         "n_seeds": g.n_seeds,
         "edge": bool(g.edge_side),
         "edge_side": g.edge_side,
@@ -388,9 +395,12 @@ def cell_rows(g: GroupOptimum, cols: list[str]) -> list[dict]:
     } for j, lr in enumerate(arr.lrs)]
 
 
-def optimum_tables(optima: list[GroupOptimum],
-                   cols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(lr_opt, cells) tables; `cols` are the group columns (family columns and width)."""
-    lr_opt = pd.DataFrame([optimum_row(g, cols) for g in optima])
+def optimum_tables(optima: list[GroupOptimum], cols: list[str],
+                   stopped: Callable[[tuple], set[float]] | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(lr_opt, cells) tables; `cols` are the group columns (family columns and width);
+    `stopped(key)`: a group's LRs stopped early (Prepared.stopped_lrs)."""
+    lr_opt = pd.DataFrame([optimum_row(g, cols, stopped(g.key) if stopped else frozenset())
+                           for g in optima])
     cells = pd.DataFrame([r for g in optima for r in cell_rows(g, cols)])
     return lr_opt, cells
