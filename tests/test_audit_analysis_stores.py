@@ -346,6 +346,15 @@ def test_the_loss_plot_draws_stopped_cells_apart_from_lrs_not_run(stopped, tmp_p
     assert all(not xs for m, xs in drawn if m == "|")    # nothing is "not run"
 
 
+def test_a_single_trained_lr_is_not_called_a_bound(tmp_path):
+    """One LR per width: nothing is known of the optimum on either side of it."""
+    t = synthetic_tables([Planted("sp", 2**-7, 0.0)], [64, 128], [2.0**-7], [0, 1])
+    a = analyze(write_results(tmp_path / "store", t))
+    notes = a.lr_opt["note"].tolist()
+    assert all("bounds the optimum on neither side" in n for n in notes), notes
+    assert not any("is a bound" in n for n in notes)
+
+
 def test_an_edge_optimum_at_the_middle_of_three_widths_does_not_move_the_slope(tmp_path):
     """The least-squares slope over 64, 128, 256 weighs 128 by 0: its bound decides nothing,
     and the bound comes from the other edge optima alone."""

@@ -315,6 +315,8 @@ def interval_note(g: GroupOptimum) -> str:
     """Why the group has no interval, or ''."""
     if g.fit.argmin[0] < 0 or np.isfinite(g.stderr):
         return ""
+    if g.edge_side == "only":  # one LR: no side of the optimum is known, not even a bound
+        return "no interval: one LR trained, which bounds the optimum on neither side"
     if g.edge_side:
         return "no interval: an optimum on the edge is a bound"
     if not g.fit.fitted[0]:
