@@ -16,10 +16,10 @@ from mutransfer.sweep.run.driver import check_runs_here, prepare
 DEEP = 10**8  # blocks: terabytes of weights at any width
 
 
-def _sweep(tmp_path: Path, n_layer: int) -> Path:
+def _sweep(tmp_path: Path, n_layer: int, batch_size: int = 2) -> Path:
     doc = {"name": "deep", "storage": str(tmp_path / "results" / "deep"),
            "model": {"n_layer": n_layer, "d_state": 4, "base_width": 16},
-           "train": {"steps": 2, "batch_size": 2, "seq_len": 16, "eval_every": 2},
+           "train": {"steps": 2, "batch_size": batch_size, "seq_len": 16, "eval_every": 2},
            "axes": {"width": [16], "lr": [0.01]}}
     path = tmp_path / "deep.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -36,6 +36,20 @@ def test_a_sweep_of_a_model_larger_than_the_machine_is_one_line_and_writes_nothi
     assert err.count("\n") == 1, err
     assert f"width 16, n_layer {DEEP}: the model does not fit in memory" in err
     assert "this machine has" in err and out == ""
+    assert not any((tmp_path / "results").iterdir())
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_a_sweep_whose_batch_outgrows_the_machine_is_one_line_and_writes_nothing(
+        tmp_path, capsys, dry):
+    """The batch's token ids alone (int64, batch x (seq_len + 1)): before, the sweep started
+    and its trial failed at the first batch."""
+    (tmp_path / "results").mkdir()
+    path = _sweep(tmp_path, 1, batch_size=10**12)
+    rc = main(["sweep", str(path), *(["--dry-run"] if dry else [])])
+    out, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") == 1 and out == "", err
+    assert "train.batch_size 1000000000000 x train.seq_len 16: one batch's token ids" in err
     assert not any((tmp_path / "results").iterdir())
 
 

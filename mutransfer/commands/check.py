@@ -93,8 +93,8 @@ def _batch_beyond_memory(spec, coord, coord_only: bool) -> str | None:
     does not validate is left to the transfer stage's plan, which names its field."""
     from pydantic import ValidationError
 
-    from mutransfer.commands.options import batch_beyond_memory
     from mutransfer.config import TrainConfig
+    from mutransfer.cost.machine import batch_beyond_memory
 
     why = batch_beyond_memory(coord.train.batch_size, coord.train.seq_len,
                               ("check.coord.batch_size", "check.coord.seq_len"))

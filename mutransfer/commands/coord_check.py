@@ -150,9 +150,9 @@ def settings_from(args):
 
 def run(args) -> int:
     """Parse, check the output folder, run `mutransfer.coord_check`, write and print."""
-    from mutransfer.commands.options import batch_beyond_memory
     from mutransfer.commands.outputs import check_output_dir
     from mutransfer.coordcheck import coord_check
+    from mutransfer.cost.machine import batch_beyond_memory
     from mutransfer.statusline import StatusLine
 
     check_output_dir(args.out)  # before the measurements, not after them

@@ -1,7 +1,6 @@
 """What several commands share: the options `sweep`, `validate` and `submit` take alike
-(--max-cells; --gpu and --mfu), the check of a host name in --address and --dashboard, the
-bound on one batch's memory (train, coord-check, check), and the probe of a sweep's user model
-factories.
+(--max-cells; --gpu and --mfu), the check of a host name in --address and --dashboard, and
+the probe of a sweep's user model factories.
 
 Imports are inside the functions, as in every command module: `mutransfer --help` loads no
 sweep, cost or model code."""
@@ -72,21 +71,6 @@ def cluster_address(text: str) -> str:
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
-
-
-def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str]) -> str | None:
-    """Why one batch cannot fit in this machine's memory: its token ids alone, as the loader
-    draws them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
-    (before, numpy's MemoryError traceback once the data had loaded); None where it may.
-    `names`: how the command calls the batch size and the sequence length."""
-    from mutransfer.cost.machine import memory_bytes
-
-    memory = memory_bytes()
-    ids = 8 * batch_size * (seq_len + 1)
-    if memory is None or ids <= memory:
-        return None
-    return (f"{names[0]} {batch_size} x {names[1]} {seq_len}: one batch's token ids alone "
-            f"take {ids / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
 
 
 def add_cost_options(p) -> None:

@@ -100,9 +100,8 @@ def beyond_memory(cfg) -> str | None:
     is built (a 10^5-layer model was built without end; a batch of 10^9 sequences ended in
     numpy's MemoryError traceback): the cost model's weights, gradients and optimizer state
     (cost/machine.py, as a sweep and coord-check refuse them), then one batch's token ids."""
-    from mutransfer.commands.options import batch_beyond_memory
+    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
     from mutransfer.cost.machine import beyond_memory as weights_beyond
-    from mutransfer.cost.machine import memory_bytes
 
     why = weights_beyond(cfg.model_dump(), memory_bytes())
     if why:

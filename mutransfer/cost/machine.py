@@ -2,9 +2,10 @@
 
 A model too large for the machine was found only when it was built: after the smaller widths
 had trained (their progress printed, their minutes spent), or never, where a deep model is
-built block by block. The bound here is the cost model's float32 weights, gradients and
-optimizer state (mutransfer/cost/model.py), activations left out: a trial it refuses cannot
-fit on this machine."""
+built block by block; a batch too large ended in numpy's MemoryError once the data had loaded.
+The bounds here are the cost model's float32 weights, gradients and optimizer state
+(mutransfer/cost/model.py), activations left out, and one batch's token ids: a trial they
+refuse cannot fit on this machine."""
 
 from __future__ import annotations
 
@@ -34,3 +35,16 @@ def beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
         return None
     return (f"the model does not fit in memory: its weights, gradients and optimizer state "
             f"take {need / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
+
+
+def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str]) -> str | None:
+    """Why one batch cannot fit in this machine's memory: its token ids alone, as the loader
+    draws them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
+    (before, numpy's MemoryError traceback once the data had loaded); None where it may.
+    `names`: how the command calls the batch size and the sequence length."""
+    memory = memory_bytes()
+    ids = 8 * batch_size * (seq_len + 1)
+    if memory is None or ids <= memory:
+        return None
+    return (f"{names[0]} {batch_size} x {names[1]} {seq_len}: one batch's token ids alone "
+            f"take {ids / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mutransfer.cost.machine import beyond_memory, memory_bytes
+from mutransfer.cost.machine import batch_beyond_memory, beyond_memory, memory_bytes
 from mutransfer.cost.table import SAFETY, cost_table, estimate_config, gpu_share, regime_of
 from mutransfer.errors import UserError
 from mutransfer.sweep.plan.cells import Plan
@@ -48,16 +48,21 @@ def check_fit(res: Resources, configs: list[dict[str, Any]]) -> None:
 
 
 def check_fits_here(configs: list[dict[str, Any]]) -> None:
-    """UserError (one line) for the first CPU trial this machine's memory cannot hold (a run
-    on this machine; a GPU trial's share is check_fit's)."""
+    """UserError (one line) for the first CPU trial this machine's memory cannot hold, its
+    model or one batch (a run on this machine; a GPU trial's share is check_fit's)."""
     memory = memory_bytes()
     seen: set[tuple[int, str]] = set()
     for config in configs:
-        key = (int(config["width"]), json.dumps(config.get("model", {}), sort_keys=True))
+        train = config.get("train", {})
+        key = (int(config["width"]), json.dumps([config.get("model", {}),
+                                                 train.get("batch_size"), train.get("seq_len")],
+                                                sort_keys=True))
         if key in seen or regime_of(config) != "cpu":
             continue
         seen.add(key)
-        why = beyond_memory(config, memory)
+        why = beyond_memory(config, memory) or batch_beyond_memory(
+            int(train.get("batch_size", 1)), int(train.get("seq_len", 1)),
+            ("train.batch_size", "train.seq_len"))
         if why:
             depth = config.get("model", {}).get("n_layer")
             raise UserError(f"width {key[0]}" + (f", n_layer {depth}" if depth else "")

@@ -85,8 +85,7 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
     the header and the live progress line (default stdout). Bad input, or a store another
     driver holds, raises UserError before anything is written."""
     out = out or sys.stdout
-    plan = prepare(spec, storage, address, max_cells=max_cells)
-    check_runs_here(plan, address)
+    plan = prepare(spec, storage, address, max_cells=max_cells, runs_here=True)
     check_local_resources(address, num_cpus, num_gpus)
     store = Store(plan.spec.storage_location)
     store.check_is_store()
@@ -114,8 +113,11 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
 
 
 def prepare(spec: SpecLike, storage: str | None = None, address: str | None = None,
-            check_data: bool = True, max_cells: int | None = None) -> Plan:
-    """The validated plan of a sweep, with its size, data and storage checked."""
+            check_data: bool = True, max_cells: int | None = None,
+            runs_here: bool = False) -> Plan:
+    """The validated plan of a sweep, with its size, data and storage checked; `runs_here`
+    (a run or a dry run, not validate or submit): and that this machine could hold its trials,
+    before a batch is drawn to check the data."""
     sweep, source, text = _load(spec)
     check_size(sweep, source, max_cells)  # before a single cell is built
     plan = build_plan(sweep, source=source)
@@ -124,6 +126,8 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
         check_fit(plan.spec.resources, [u.config for u in (plan.groups or plan.cells)])
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
+    if runs_here:
+        check_runs_here(plan, address)
     if storage is not None:
         plan.spec.storage = storage
     check_storage_reachable(plan.spec.storage_location, address)
@@ -226,8 +230,8 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     """The listing of the cells, what the store already holds and the cost table; writes
     nothing, starts nothing (the same input checks as `run`, but data that is not there yet
     is a note: the plan does not need it)."""
-    plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells)
-    check_runs_here(plan, address)
+    plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells,
+                   runs_here=True)
     check_loggers(plan.spec.loggers)
     try:
         check_data_present(plan)
