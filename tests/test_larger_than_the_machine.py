@@ -68,3 +68,4 @@ def test_the_bound_is_weights_gradients_and_optimizer_state_and_user_models_are_
     assert beyond_memory(config, None) is None
     user = {**config, "model": {"arch": "examples.tiny_gpt:tiny_gpt"}}
     assert beyond_memory(user, 1000) is None
+

@@ -9,9 +9,12 @@ import warnings
 
 import pandas as pd
 import pytest
+import yaml
 
+from mutransfer.cli import main
 from mutransfer.errors import UserError
 from mutransfer.results.store import (
+    MARKER,
     STEP_COLUMNS,
     TRIAL_COLUMNS,
     Store,
@@ -232,3 +235,21 @@ def test_a_late_attempt_whose_steps_a_new_attempt_removed_does_not_count(tmp_pat
     tables = read_tables(tmp_path)
     assert tables.trials["attempt"].tolist() == [new.token]
     assert tables.steps["step"].tolist() == [0, 5, 10] and set(tables.steps["eval_loss"]) == {3.0}
+
+
+@pytest.mark.parametrize("inner", ["analysis/again", "steps/x"])
+def test_a_store_inside_another_store_is_refused_in_one_line(tmp_path, capsys, inner):
+    """A sweep inside another store's folder would put its parts among that store's tables
+    (steps/x/...) or its analysis."""
+    outer = tmp_path / "results" / "outer"
+    outer.mkdir(parents=True)
+    (outer / MARKER).write_text("{}")
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "model": {"base_width": 16},
+                                    "axes": {"width": [16], "lr": [0.01]}}))
+    before = sorted(tmp_path.rglob("*"))
+    rc = main(["sweep", str(path), "--storage", str(outer / inner), "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"inside the results store {outer}" in err
+    assert sorted(tmp_path.rglob("*")) == before

@@ -14,6 +14,7 @@ and any Parquet reader reads either folder as a table.
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 import uuid
 import warnings
@@ -143,6 +144,10 @@ class Store:
         what = not_a_folder(self.fs, self.root)
         if what is not None:  # a file, a device, a FIFO: nothing to list or write folders in
             raise UserError(f"storage {self.location}: is {what}, not a folder")
+        outer = self._store_above()
+        if outer is not None:  # its parts would sit in the other store's tables (steps/x/...)
+            raise UserError(f"storage {self.location}: inside the results store {outer}; give "
+                            f"a folder outside it")
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         names = {i.path.rsplit("/", 1)[-1]: i.type for i in infos}
         if MARKER in names:
@@ -156,6 +161,17 @@ class Store:
         raise UserError(f"storage {self.location}: a folder that is not empty ({shown}) and "
                         f"not a mutransfer results store (no {MARKER}); give an empty or new "
                         f"folder, or an existing results folder")
+
+    def _store_above(self) -> str | None:
+        """The nearest folder above the root that is a results store (holds the marker)."""
+        path = self.root.rstrip("/")
+        while True:
+            parent = posixpath.dirname(path)
+            if not parent or parent == path:
+                return None
+            if self.fs.get_file_info(join(parent, MARKER)).type == pafs.FileType.File:
+                return parent
+            path = parent
 
     def _check_marker(self) -> None:
         """UserError naming the marker when it is not the JSON object a store writes (a
