@@ -106,7 +106,10 @@ def test_a_grid_with_stop_stores_stopped_trials_and_a_rerun_runs_nothing(tmp_pat
     assert set(trials["status"]) <= {"complete", "diverged", "stopped"}
     stopped = trials[trials["status"] == "stopped"]
     assert len(stopped) >= 1 and (stopped["steps_done"] < 12).all()
-    assert (stopped["width"] == 32).all()  # the smallest width had no allowance yet
+    # only LRs far below the best stop. Which width they stop at follows the order trials
+    # finish in: usually only 32 (the smallest width has no allowance until another width's
+    # curves are complete), but under load a width-16 trial may start after them (seen in CI)
+    assert (stopped["lr"] < 2.0 ** -8).all()
     assert stopped["final_eval_loss"].isna().all() and stopped["last_finite_loss"].notna().all()
     rc, out = sweep(path)
     assert rc == 0 and "0 trials to run" in out
