@@ -391,3 +391,18 @@ def test_the_lr_star_plot_says_which_bound_an_edge_drift_is(tmp_path, monkeypatc
     plots.plot_lr_opt(a, tmp_path / "lr_opt.png")
     assert any(t.startswith("sp: slope") and t.endswith("(not a bound)") for t in labels)
     assert any(t.startswith("mup: slope") and t.endswith("(a lower bound)") for t in labels)
+
+
+def test_the_stability_slope_names_a_width_where_every_lr_diverged(tmp_path):
+    """Such a width bounds the boundary from above, which the bracket fit cannot take; it was
+    left out of the slope without a word (only its `widths` column showed it)."""
+    p = Planted("sp", 2**-7, 0.0, stable_base=2**-5, stable_exponent=-1.0)
+    t = synthetic_tables([p], [64, 128, 256], [2.0**e for e in range(-10, -3)], [0, 1])
+    tr = t.trials
+    hit = tr.width == 256
+    tr.loc[hit, ["status", "diverged", "final_eval_loss", "best_eval_loss"]] = \
+        ["diverged", True, np.nan, np.nan]
+    a = analyze(write_results(tmp_path / "store", t))
+    row = a.stability_slope.iloc[0]
+    assert row.widths == "64,128" and np.isfinite(row.slope)
+    assert "left out: width 256 (its boundary lies below the LRs run)" in row.note

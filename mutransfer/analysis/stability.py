@@ -112,6 +112,22 @@ def _bracket_columns(fit_rows: pd.DataFrame, x: np.ndarray) -> dict:
             "bracket_note": b.note}
 
 
+def _left_out(fam: pd.DataFrame, label: str) -> str:
+    """Which widths of a family the slope leaves out, and what each still says: every LR
+    diverged (its boundary lies below the LRs run: a bound the bracket fit cannot take), or
+    none did (above them)."""
+    out = fam[~np.isfinite(fam["boundary"].to_numpy(float))]
+    parts = []
+    for _, r in out.sort_values("width").iterrows():
+        trained = np.isfinite(float(r["largest_trained"]))
+        diverged = np.isfinite(float(r["smallest_any_diverged"]))
+        if trained == diverged:  # both: no clean bracket of its own; neither: nothing ran
+            continue
+        where = "above" if trained else "below"
+        parts.append(f"{label} {int(r['width'])} (its boundary lies {where} the LRs run)")
+    return ("left out: " + ", ".join(parts)) if parts else ""
+
+
 def stability_slope_table(stability: pd.DataFrame, family_cols: list[str],
                           label: str = "width") -> pd.DataFrame:
     """Slopes of log2 boundary (onset) and log2 boundary_all against log2 width, each over the
@@ -131,6 +147,8 @@ def stability_slope_table(stability: pd.DataFrame, family_cols: list[str],
         notes = [fit.note, note]
         if fit.line is not None and not fit.rows["clean"].all():
             notes.append("some boundaries are ambiguous (see the stability table)")
+        if fit.line is not None:
+            notes.append(_left_out(fam, label))
         row["note"] = "; ".join(filter(None, notes))
         rows.append(row)
     return pd.DataFrame(rows)
