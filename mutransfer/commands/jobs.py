@@ -18,7 +18,7 @@ def dashboard_url(value: str) -> str:
             f"client or auto), not the dashboard: give http://HOST:8265")
     from urllib.parse import urlsplit
 
-    from mutransfer.commands.options import host_problem
+    from mutransfer.sweep.run.cluster import host_problem
 
     try:  # a URL urlsplit refuses (an unclosed IPv6 bracket) is refused where it is used
         host = urlsplit(value if "://" in value else f"http://{value}").hostname

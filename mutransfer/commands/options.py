@@ -1,6 +1,6 @@
 """What several commands share: the options `sweep`, `validate` and `submit` take alike
-(--max-cells; --gpu and --mfu), the check of a host name in --address and --dashboard, and
-the probe of a sweep's user model factories.
+(--max-cells; --gpu and --mfu), the check of --address's host name, and the probe of a
+sweep's user model factories.
 
 Imports are inside the functions, as in every command module: `mutransfer --help` loads no
 sweep, cost or model code."""
@@ -48,26 +48,14 @@ def _fraction(text: str) -> float:
     return value
 
 
-def host_problem(host: str) -> str | None:
-    """Why a host name cannot be looked up at all: the name lookup encodes it to IDNA, which
-    refuses an empty label (a..b, .) and one of more than 63 characters, raising a
-    UnicodeError that no connection error handler expects; None when it can."""
-    try:
-        host.encode("idna")
-    except UnicodeError:
-        return (f"{host!r} is not a host name: each of its labels (the parts between dots) is "
-                "1 to 63 characters")
-    return None
-
-
 def cluster_address(text: str) -> str:
     """--address of sweep and doctor (HOST:PORT, ray://HOST:PORT, auto): a host name no
     lookup takes is refused with the command line; the rest is checked where it is used."""
     import argparse
-    import re
 
-    host = re.sub(r"^[a-z]+://", "", text).rstrip("/").rpartition(":")[0].strip("[]")
-    problem = host_problem(host)
+    from mutransfer.sweep.run.cluster import host_port, host_problem
+
+    problem = host_problem(host_port(text)[0])
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text

@@ -52,7 +52,7 @@ def is_remote_address(address: str | None) -> bool:
     """An address that may put workers on other machines (anything but a local Ray)."""
     if address is None or address == "local":
         return False
-    host = _host_port(address)[0]
+    host = host_port(address)[0]
     return host not in LOCAL_HOSTS
 
 
@@ -129,12 +129,25 @@ def check_nodes_see(location: str) -> None:
                         f"a URI")
 
 
-def _host_port(address: str) -> tuple[str, int | None]:
+def host_port(address: str) -> tuple[str, int | None]:
+    """(host, port) of HOST:PORT, ray://HOST:PORT or [IPv6]:PORT (port None when absent)."""
     text = re.sub(r"^[a-z]+://", "", address).rstrip("/")
     host, _, port = text.rpartition(":")
     if not host:
         return text, None
     return host.strip("[]"), int(port) if port.isdigit() else None
+
+
+def host_problem(host: str) -> str | None:
+    """Why a host name cannot be looked up at all: the name lookup encodes it to IDNA, which
+    refuses an empty label (a..b, .) and one of more than 63 characters, raising a
+    UnicodeError that no connection error handler expects; None when it can."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return (f"{host!r} is not a host name: each of its labels (the parts between dots) is "
+                "1 to 63 characters")
+    return None
 
 
 def probe(address: str, timeout_s: float = 5.0) -> None:
@@ -145,13 +158,14 @@ def probe(address: str, timeout_s: float = 5.0) -> None:
         raise UserError(f"--address {address}: that is a dashboard (Jobs API) address; use "
                         f"`mutransfer submit` with it, or give the cluster's GCS address "
                         f"(HOST:6379) to run the driver here")
-    host, port = _host_port(address)
+    host, port = host_port(address)
     if port is None:
         raise UserError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT or auto")
+    problem = host_problem(host)
+    if problem:
+        raise UserError(f"--address {address}: {problem}")
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
-    except UnicodeError:  # the name lookup's IDNA encoding: an empty or 64+ character label
-        raise UserError(f"--address {address}: {host!r} is not a host name") from None
     except OSError as exc:
         raise UserError(f"--address {address}: cannot reach a Ray cluster there "
                         f"({exc.strerror or exc})") from None
@@ -205,7 +219,7 @@ def check_running(ray, address: str | None, num_cpus: int | None,
 def _same_place(a: str, b: str) -> bool | None:
     """Whether two HOST:PORT addresses name one place (hosts compared by their IPv4 address);
     None when either cannot be read."""
-    (host_a, port_a), (host_b, port_b) = _host_port(a), _host_port(b)
+    (host_a, port_a), (host_b, port_b) = host_port(a), host_port(b)
     if port_a is None or port_b is None:
         return None
     return port_a == port_b and _ip(host_a) == _ip(host_b)

@@ -25,6 +25,7 @@ from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
     enable_token_auth,
+    host_problem,
     is_relative_path,
     marker_in,
     quiet_ray_env,
@@ -102,11 +103,11 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
         raise UserError(f"dashboard {address}: not a valid HOST:PORT") from None
     if not parts.hostname:
         raise UserError(f"dashboard {address}: expected http://HOST:8265")
+    problem = host_problem(parts.hostname)
+    if problem:
+        raise UserError(f"dashboard {address}: {problem}")
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
-    except UnicodeError:  # the name lookup's IDNA encoding: an empty or 64+ character label
-        raise UserError(f"dashboard {address}: {parts.hostname!r} is not a host name") \
-            from None
     except OSError as exc:
         raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
                         f"({exc.strerror or exc})") from None
