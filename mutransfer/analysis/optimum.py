@@ -327,13 +327,17 @@ def interval_note(g: GroupOptimum) -> str:
     return f"no interval: {g.noise.why}"
 
 
-def optimum_row(g: GroupOptimum, cols: list[str], stopped: set[float] = frozenset()) -> dict:
-    """One row of lr_opt; `stopped`: the group's LRs where a trial stopped early
-    (search.stop), which the estimator never sees, as it sees no LR that did not run."""
+def stopped_mask(g: GroupOptimum, stopped: set[float]) -> np.ndarray:
+    """(L,) the group's LRs left out because a trial there stopped early (search.stop, the
+    LRs `stopped`): to the estimator they are not run, to a reader they ran."""
+    return ~g.stats.run[0] & np.isin(g.arrays.lrs, list(stopped))
+
+
+def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray) -> dict:
+    """One row of lr_opt; `was_stopped`: stopped_mask."""
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
     lo, hi = g.interval_log2()
-    was_stopped = ~s.run[0] & np.isin(arr.lrs, list(stopped))
     partial, not_run = s.partial[0], ~s.run[0] & ~was_stopped
     notes = [g.edge_hint, interval_note(g)]
     if g.fit.fitted[0] and g.fit.sides[0] < MIN_SIDE:
@@ -380,13 +384,14 @@ def optimum_row(g: GroupOptimum, cols: list[str], stopped: set[float] = frozense
     }
 
 
-def cell_rows(g: GroupOptimum, cols: list[str]) -> list[dict]:
+def cell_rows(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray) -> list[dict]:
     s, arr = g.stats, g.arrays
     status = s.status()
     return [{
         **dict(zip(cols, g.key)),
         "lr": float(lr),
         "status": status[j],
+        "stopped": bool(was_stopped[j]),
         "n_seeds": int((arr.n_trials[:, j] > 0).sum()),
         "n_trials": int(s.n_trials[0, j]),
         "n_trained": int(s.n_loss[0, j]),
@@ -402,7 +407,7 @@ def optimum_tables(optima: list[GroupOptimum], cols: list[str],
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(lr_opt, cells) tables; `cols` are the group columns (family columns and width);
     `stopped(key)`: a group's LRs stopped early (Prepared.stopped_lrs)."""
-    lr_opt = pd.DataFrame([optimum_row(g, cols, stopped(g.key) if stopped else frozenset())
-                           for g in optima])
-    cells = pd.DataFrame([r for g in optima for r in cell_rows(g, cols)])
+    masks = [stopped_mask(g, stopped(g.key) if stopped else set()) for g in optima]
+    lr_opt = pd.DataFrame([optimum_row(g, cols, m) for g, m in zip(optima, masks)])
+    cells = pd.DataFrame([r for g, m in zip(optima, masks) for r in cell_rows(g, cols, m)])
     return lr_opt, cells

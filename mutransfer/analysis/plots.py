@@ -86,18 +86,16 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT,
-                stopped: dict[int, set[float]] | None = None) -> None:
-    """One family's curves; `stopped`: per width, the LRs left out because a trial there
-    stopped early (search.stop), drawn apart from the LRs not run."""
+                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
+    """One family's curves; the cells a trial stopped early at (search.stop) are drawn apart
+    from the LRs not run."""
     bottom, top = ylim
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
         color = colors[int(w)]
         status = c["status"].to_numpy()
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
-        cut = np.isin(lr, list((stopped or {}).get(int(w), ()))) & (status == NOT_RUN)
-        status = np.where(cut, STOPPED, status)
+        status = np.where(c["stopped"].to_numpy(bool), STOPPED, status)
         ok = (status == TRAINED) & np.isfinite(loss)
         part = (status == PARTIAL) & np.isfinite(loss)
         ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
@@ -136,10 +134,7 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
-        key = tuple(cells[c].iloc[0] for c in a.family_cols)
-        stopped = {int(w): a.prepared.stopped_lrs((*key, w)) for w in cells["width"].unique()}
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice,
-                    stopped)
+        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
         ax.set_ylim(lo, hi)
         ax.set_title(label)
     for ax in axes[:: min(len(fams), 3)]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL
@@ -202,7 +201,7 @@ def flagged_cells(a: Analysis) -> list[str]:
         key = as_key(key)
         c = c.sort_values("lr")
         lrs, status = c["lr"].to_numpy(), c["status"].to_numpy()
-        stopped = np.isin(lrs, list(a.prepared.stopped_lrs(key))) & (status == NOT_RUN)
+        stopped = c["stopped"].to_numpy(bool)
         masks = ((status == PARTIAL, "partially diverged"),
                  (stopped, "stopped early (search.stop)"),
                  ((status == NOT_RUN) & ~stopped, "not run"))
