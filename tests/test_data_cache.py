@@ -40,8 +40,8 @@ def caches(data_dir) -> list[str]:
 
 
 def hidden(data_dir) -> list[str]:
-    return sorted(p.name for p in (data_dir / "tokens").iterdir()
-                  if p.name.startswith(".") and not p.name.endswith(".lock"))
+    """Hidden entries of the cache folder: preparers' folders and lock files."""
+    return sorted(p.name for p in (data_dir / "tokens").iterdir() if p.name.startswith("."))
 
 
 def both(cfg: DataConfig):
@@ -140,6 +140,27 @@ def test_a_killed_prepare_leaves_no_cache_and_the_next_one_cleans_up(tmp_path, d
     monkeypatch.setattr(prepare, "tokenize_file", real)
     prepare_caches([cfg.model_dump()], workers=1)
     assert len(caches(data_dir)) == 1 and hidden(data_dir) == []
+
+
+def test_a_file_refused_by_prepare_leaves_nothing_in_the_cache_folder(tmp_path, data_dir):
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(UserError, match="not a readable Parquet file"):
+        prepare_caches([DataConfig(source="parquet", path=str(bad)).model_dump()], workers=1)
+    assert caches(data_dir) == [] and hidden(data_dir) == []
+
+
+def test_a_waiter_whose_lock_file_was_removed_takes_the_lock_on_the_new_one(tmp_path):
+    path = tmp_path / ".key.lock"
+    order = []
+    with token_cache._locked(path):
+        stale = open(path)  # a waiter that opened the file before the holder removes it
+    assert not path.exists()  # released: the lock file is gone
+    assert not token_cache._same_file(stale, path)
+    stale.close()
+    with token_cache._locked(path):
+        order.append(path.exists())
+    assert order == [True] and not path.exists()
 
 
 def _prepare_in_process(cfg_json: str, data_dir: str, queue) -> None:

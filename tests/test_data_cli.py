@@ -31,7 +31,7 @@ def bad_data(tmp_path, case: str) -> dict:
     ("missing path", "no .parquet files match"),
     ("empty parquet", "empty file"),
     ("no text column", "no 'text' column"),
-    ("empty text", "the files are empty"),
+    ("empty text", "the files are empty (TMP/empty.txt)"),  # the file, not its folder
     ("unknown source", "source"),
 ])
 def test_bad_data_is_one_line_and_exit_code_2(tmp_path, case, words):
@@ -42,4 +42,5 @@ def test_bad_data_is_one_line_and_exit_code_2(tmp_path, case, words):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     err = run.stderr.strip()
+    words = words.replace("TMP", str(tmp_path))
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and words in err

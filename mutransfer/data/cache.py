@@ -376,14 +376,35 @@ def publish(tmp: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive flock on `path` (waits); where the filesystem has no locks, no wait: the
-    rename in `publish` keeps two writers correct anyway."""
-    with open(path, "a+") as f:
+    """An exclusive flock on `path` (waits), and the lock file removed on release, so that a
+    preparer leaves nothing behind but its cache (a bad file, refused, leaves nothing at all).
+    A waiter whose file was removed while it waited holds a lock on a file no longer there: it
+    takes the lock again on the file now at `path` (the usual unlink-on-release protocol).
+    Where the filesystem has no locks, no wait: the rename in `publish` keeps two writers
+    correct anyway."""
+    while True:
+        f = open(path, "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX)
         except OSError:
             pass
+        if _same_file(f, path):
+            break
+        f.close()
+    try:
         yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # before the lock is released: no one can take it on this file
+        f.close()
+
+
+def _same_file(f, path: Path) -> bool:
+    """Whether the open file `f` is still the one at `path` (not removed, not replaced)."""
+    try:
+        return os.path.samestat(os.fstat(f.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 def write_index(folder: Path, index: dict[str, Any]) -> None:

@@ -21,6 +21,11 @@ class FileSet:
     def keys(self) -> list[str]:
         return [f.relative_to(self.root).as_posix() for f in self.files]
 
+    @property
+    def where(self) -> Path:
+        """What a message names: the one file, else the folder the files are under."""
+        return self.files[0] if len(self.files) == 1 else self.root
+
 
 def static_root(pattern: str) -> Path:
     """The folder part of a glob before its first wildcard."""

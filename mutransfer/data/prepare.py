@@ -93,7 +93,7 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     files = ref.files
     sizes = [p.stat().st_size for p in files.files]
     if not any(sizes):  # what corpus_from_files refuses, before the work is announced
-        raise UserError(f"{cfg.source}: the files are empty ({files.root})")
+        raise UserError(f"{cfg.source}: the files are empty ({files.where})")
     progress(0, len(files.files), 0)
     corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed)
     train, eval_ = corpus.buffers["train"], corpus.buffers["eval"]

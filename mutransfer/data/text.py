@@ -41,7 +41,7 @@ def corpus_from_files(name: str, fileset: FileSet, tok: Tokenizer, eval_fraction
         eval_ = _encode(tok, [f for f, e in zip(files, flags) if e])
         how = f"{len(files)} files ({len(files) - sum(flags)} train / {sum(flags)} eval)"
     if len(train) + len(eval_) <= len(files):  # nothing but end-of-text tokens
-        raise UserError(f"{name}: the files are empty ({fileset.root})")
+        raise UserError(f"{name}: the files are empty ({fileset.where})")
     desc = (f"{name}: {how}, {human(len(train))} train + {human(len(eval_))} eval tokens, "
             f"tokenizer {tok.name} (vocab {tok.vocab_size})")
     return MemorySource(name, train, eval_, tok.vocab_size, desc)
