@@ -329,6 +329,16 @@ def test_the_lr_star_table_counts_cells_stopped_early_apart_from_lrs_not_run(sto
     assert "not run" not in row.note
 
 
+def test_the_stability_table_counts_cells_stopped_early_apart_from_lrs_not_run(stopped):
+    """It counted the five stopped LRs as not run, where lr_opt said they were stopped."""
+    from mutransfer.analysis import views
+
+    row = stopped.stability.set_index("width").loc[128]
+    assert row.n_lrs_stopped == 5 and row.n_lrs_not_run == 0
+    shown = views.view_stability(stopped).set_index("width").loc["128"]
+    assert shown["stopped early"] == "5" and shown["not run"] == "0"
+
+
 def test_the_loss_plot_draws_stopped_cells_apart_from_lrs_not_run(stopped, tmp_path,
                                                                   monkeypatch):
     from mutransfer.analysis import plots

@@ -9,7 +9,8 @@ should not be all the table says:
 Each point estimate is the geometric mean of its two ends. A bracket is `clean` when no LR
 below its upper end is on the wrong side (e.g. a seed diverged below an LR where all trained);
 otherwise both ends are still reported and the boundary is ambiguous. LRs not run at a width
-are neither trained nor diverged: the bracket simply spans them.
+are neither trained nor diverged: the bracket simply spans them. Nor are LRs where search.stop
+stopped a trial early (the cells table's `stopped`): counted as stopped, not as not run.
 
 "Unstable but trained": a trial that completed although its smoothed train loss went above the
 divergence bound on the way (`steps_above_bound` > 0 in the trials table; it spiked and
@@ -56,6 +57,8 @@ def _note(n_trained: int, n_any: int, clean: bool, n_partial: int) -> str:
 
 def boundary_row(key: tuple, cells: pd.DataFrame, cols: list[str]) -> dict:
     lr, status = cells["lr"], cells["status"]
+    stopped = cells["stopped"].astype(bool) if "stopped" in cells \
+        else pd.Series(False, index=cells.index)
     trained, partial, diverged = status.eq(TRAINED), status.eq(PARTIAL), status.eq(DIVERGED)
     any_div = partial | diverged
     hi_ok, lo_bad, boundary, clean = _bracket(lr[trained], lr[any_div])
@@ -66,7 +69,9 @@ def boundary_row(key: tuple, cells: pd.DataFrame, cols: list[str]) -> dict:
             "largest_any_trained": hi_some, "smallest_all_diverged": lo_all,
             "boundary_all": boundary_all, "clean_all": clean_all,
             "n_lrs": int((~status.eq(NOT_RUN)).sum()), "n_lrs_partial": int(partial.sum()),
-            "n_lrs_diverged": int(diverged.sum()), "n_lrs_not_run": int(status.eq(NOT_RUN).sum()),
+            "n_lrs_diverged": int(diverged.sum()),
+            "n_lrs_not_run": int((status.eq(NOT_RUN) & ~stopped).sum()),
+            "n_lrs_stopped": int(stopped.sum()),
             "note": _note(int(trained.sum()), int(any_div.sum()), clean, int(partial.sum()))}
 
 

@@ -79,6 +79,14 @@ def _source(method: str, df: int) -> str:
     return f"{method}, df {int(df)}" if method else MISSING
 
 
+def _stopped_column(df: pd.DataFrame) -> dict:
+    """LRs stopped early (search.stop) per row, where any row has one (absent in stored
+    tables of before)."""
+    if "n_lrs_stopped" not in df or not (df["n_lrs_stopped"].fillna(0) > 0).any():
+        return {}
+    return {"stopped early": df["n_lrs_stopped"].fillna(0).astype(int).astype(str).tolist()}
+
+
 def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     df = a.lr_opt
     out = {**_family(a, df), _w(a): df["width"].astype(str).tolist(),
@@ -98,7 +106,7 @@ def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
             else "LRs trained": df["n_lrs"].astype(str).tolist(),
             "partial": df["n_lrs_partial"].astype(str).tolist(),
             "diverged": df["n_lrs_diverged"].astype(str).tolist(),
-            "not run": df["n_lrs_not_run"].astype(str).tolist(),
+            "not run": df["n_lrs_not_run"].astype(str).tolist(), **_stopped_column(df),
             "seeds": df["n_seeds"].astype(str).tolist(), "note": df["note"].tolist()})
     return pd.DataFrame(out)
 
@@ -133,6 +141,7 @@ def view_stability(a: Analysis) -> pd.DataFrame:
         "boundary (all seeds)": [fmt_lr(v) for v in df["boundary_all"]],
         "partial": df["n_lrs_partial"].astype(str).tolist(),
         "not run": df["n_lrs_not_run"].astype(str).tolist(),
+        **_stopped_column(df),
         "unstable but trained from": [fmt_lr(v) for v in _col(df, "smallest_unstable")],
         "unstable LRs": [_count(v) for v in _col(df, "n_lrs_unstable")],
         "max excursion": [MISSING if not _finite(v) else f"{v:.2f}"
