@@ -94,10 +94,11 @@ def _batch_beyond_memory(spec, coord, coord_only: bool) -> str | None:
     from pydantic import ValidationError
 
     from mutransfer.config import TrainConfig
-    from mutransfer.cost.machine import batch_beyond_memory
+    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
 
+    memory = memory_bytes()
     why = batch_beyond_memory(coord.train.batch_size, coord.train.seq_len,
-                              ("check.coord.batch_size", "check.coord.seq_len"))
+                              ("check.coord.batch_size", "check.coord.seq_len"), memory)
     if why or coord_only:
         return why
     try:
@@ -105,7 +106,7 @@ def _batch_beyond_memory(spec, coord, coord_only: bool) -> str | None:
     except ValidationError:
         return None
     return batch_beyond_memory(train.batch_size, train.seq_len,
-                               ("train.batch_size", "train.seq_len"))
+                               ("train.batch_size", "train.seq_len"), memory)
 
 
 def _settings_key(spec, lr: float) -> str:

@@ -152,12 +152,13 @@ def run(args) -> int:
     """Parse, check the output folder, run `mutransfer.coord_check`, write and print."""
     from mutransfer.commands.outputs import check_output_dir
     from mutransfer.coordcheck import coord_check
-    from mutransfer.cost.machine import batch_beyond_memory
+    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
     from mutransfer.statusline import StatusLine
 
     check_output_dir(args.out)  # before the measurements, not after them
     s = settings_from(args)
-    why = batch_beyond_memory(s.batch_size, s.seq_len, ("--batch-size", "--seq-len"))
+    why = batch_beyond_memory(s.batch_size, s.seq_len, ("--batch-size", "--seq-len"),
+                              memory_bytes())
     if why:
         raise UserError(why)
     status = StatusLine(sys.stderr)

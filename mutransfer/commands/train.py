@@ -98,16 +98,12 @@ def trial_threads(option: int | None) -> int:
 def beyond_memory(cfg) -> str | None:
     """Why the trial cannot fit in this machine's memory, before its data loads or its model
     is built (a 10^5-layer model was built without end; a batch of 10^9 sequences ended in
-    numpy's MemoryError traceback): the cost model's weights, gradients and optimizer state
-    (cost/machine.py, as a sweep and coord-check refuse them), then one batch's token ids."""
-    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
-    from mutransfer.cost.machine import beyond_memory as weights_beyond
+    numpy's MemoryError traceback): cost/machine.py's bounds, as a sweep and coord-check
+    refuse them."""
+    from mutransfer.cost.machine import memory_bytes, trial_beyond_memory
 
-    why = weights_beyond(cfg.model_dump(), memory_bytes())
-    if why:
-        return f"width {cfg.width}: {why}"
-    return batch_beyond_memory(cfg.train.batch_size, cfg.train.seq_len,
-                               ("train.batch_size", "train.seq_len"))
+    why = trial_beyond_memory(cfg.model_dump(), memory_bytes())
+    return f"width {cfg.width}: {why}" if why else None
 
 
 def run(args) -> int:

@@ -37,14 +37,23 @@ def beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
             f"take {need / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
 
 
-def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str]) -> str | None:
-    """Why one batch cannot fit in this machine's memory: its token ids alone, as the loader
-    draws them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
+def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str],
+                        memory: int | None) -> str | None:
+    """Why one batch cannot fit in `memory` bytes: its token ids alone, as the loader draws
+    them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
     (before, numpy's MemoryError traceback once the data had loaded); None where it may.
     `names`: how the command calls the batch size and the sequence length."""
-    memory = memory_bytes()
     ids = 8 * batch_size * (seq_len + 1)
     if memory is None or ids <= memory:
         return None
     return (f"{names[0]} {batch_size} x {names[1]} {seq_len}: one batch's token ids alone "
             f"take {ids / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
+
+
+def trial_beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
+    """Why the trial `config` (a dict as TrialConfig dumps it) cannot fit in `memory` bytes:
+    its model (beyond_memory), else one batch of its train section."""
+    train = config.get("train", {})
+    return beyond_memory(config, memory) or batch_beyond_memory(
+        int(train.get("batch_size", 1)), int(train.get("seq_len", 1)),
+        ("train.batch_size", "train.seq_len"), memory)

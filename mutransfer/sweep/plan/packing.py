@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mutransfer.cost.machine import batch_beyond_memory, beyond_memory, memory_bytes
+from mutransfer.cost.machine import memory_bytes, trial_beyond_memory
 from mutransfer.cost.table import SAFETY, cost_table, estimate_config, gpu_share, regime_of
 from mutransfer.errors import UserError
 from mutransfer.sweep.plan.cells import Plan
@@ -60,9 +60,7 @@ def check_fits_here(configs: list[dict[str, Any]]) -> None:
         if key in seen or regime_of(config) != "cpu":
             continue
         seen.add(key)
-        why = beyond_memory(config, memory) or batch_beyond_memory(
-            int(train.get("batch_size", 1)), int(train.get("seq_len", 1)),
-            ("train.batch_size", "train.seq_len"))
+        why = trial_beyond_memory(config, memory)
         if why:
             depth = config.get("model", {}).get("n_layer")
             raise UserError(f"width {key[0]}" + (f", n_layer {depth}" if depth else "")
