@@ -4,6 +4,8 @@
     python benchmarks/check_interval.py placement DENSE_STORE [...]
     python benchmarks/check_interval.py seednoise DENSE_STORE [...]
     python benchmarks/check_interval.py replay CHECK_OUT/sweep@SEEDS [...]
+    python benchmarks/check_interval.py mixed DENSE_STORE [...]
+    python benchmarks/check_interval.py shared CHECK_OUT/sweep@SEEDS [...]
 
 `decompose` reads stored check runs (no new trials) and splits the drift's 95% half-width into
 its parts: per width, the standard error of log2 lr* from the data (the seeds' jackknife pooled
@@ -30,6 +32,17 @@ pooled drift's s.e. from the data with every seed, against the LRs each grid run
 them and prints the drift, its interval and the equivalence verdict at check's default
 tolerance (check_spec.TOLERANCE); under `estimator_variants.py` it gives a variant's verdicts
 on the same trials.
+
+`mixed` asks whether LRs added near the optimum (issue 29.2: "add seeds (and LRs near the
+optimum)") would steady the drift of a one-octave grid: on a dense store, every disjoint pair
+of seeds, each one-octave sub-grid alone and with the half-octave LRs within MIXED_OCTAVES of
+the lr* that sub-grid gives (`analyze` on each), the slope's error from the dense 8-seed
+slope (mean: the bias; rms), its interval's half-width and coverage.
+
+`shared` reads a stored check run's seed set as `replay` does, and beside it the drift of
+benchmarks/shared_shape.py's fit (one curvature, and asymmetry, for the family's widths), with
+an interval as analysis/drift.py builds one: each width's seed jackknife of the joint fit
+(every width refitted without one seed), the pooled df, and the same placement term.
 """
 
 from __future__ import annotations
@@ -56,6 +69,7 @@ from mutransfer.commands.check_spec import TOLERANCE  # noqa: E402
 from mutransfer.results.store import Store  # noqa: E402
 
 LEVEL = 0.95
+MIXED_OCTAVES = 1.0  # half-octave LRs this close to a one-octave grid's lr* are added
 SPACINGS = {"half": 2, "octave": 4}  # quarter-octave steps per grid step
 
 
@@ -217,13 +231,83 @@ def replay(spec: str) -> None:
           f"{len(trials)} trials; log2 lr* by width {opts}")
 
 
+def one_octave_with_near(trials: pd.DataFrame, q: np.ndarray, off: int) -> pd.DataFrame:
+    """The one-octave sub-grid at `off` (quarter-octave steps), and the half-octave LRs within
+    MIXED_OCTAVES of each width's lr* on it."""
+    lr_opt, _, _, _ = answers(trials[(q - off) % 4 == 0])
+    log2_opt = np.log2(lr_opt.set_index(["parameterization", "width"])["lr_opt"])
+    centre = np.array([log2_opt.get(k, np.nan)
+                       for k in zip(trials["parameterization"], trials["width"])])
+    near = (np.abs(q / 4 - centre) <= MIXED_OCTAVES + 1e-9) & ((q - off) % 2 == 0)
+    return trials[((q - off) % 4 == 0) | near]
+
+
+def mixed(path: str) -> None:
+    trials = every_seed(read(path))
+    _, dense, _, _ = answers(trials)
+    ref = dense.set_index("parameterization")["slope"]
+    seeds = sorted(trials["seed"].unique())
+    rows = []
+    for pair in (seeds[i:i + 2] for i in range(0, len(seeds) - 1, 2)):
+        ts = trials[trials["seed"].isin(pair)]
+        q = np.round(np.log2(ts["lr"].to_numpy(float)) * 4).astype(int)
+        for off in range(4):
+            for kind, sub in (("one-octave", ts[(q - off) % 4 == 0]),
+                              ("with near LRs", one_octave_with_near(ts, q, off))):
+                _, dr, optima, _ = answers(sub)
+                edged = {g.key[0] for g in optima if g.edge_side}
+                rows += [{"grid": kind, "parameterization": r["parameterization"],
+                          "error": r["slope"] - ref[r["parameterization"]],
+                          "half": (r["ci_high"] - r["ci_low"]) / 2,
+                          "covers": r["ci_low"] <= ref[r["parameterization"]] <= r["ci_high"],
+                          "lrs": len(sub.groupby(["parameterization", "width", "lr"]))
+                          / len(sub.groupby(["parameterization", "width"]))}
+                         for _, r in dr.iterrows()
+                         if r["parameterization"] not in edged and math.isfinite(r["slope"])]
+    df = pd.DataFrame(rows)
+    for (kind, p), g in df.groupby(["grid", "parameterization"]):
+        print(f"{path} {kind} {p}: {len(g)} slopes, error mean {g['error'].mean():+.3f} rms "
+              f"{np.sqrt((g['error'] ** 2).mean()):.3f}, half-width {g['half'].mean():.3f}, "
+              f"coverage {g['covers'].mean():.2f}, LRs a width {g['lrs'].mean():.1f}")
+
+
+def shared(spec: str) -> None:
+    import shared_shape  # benchmarks/ (this script's folder is on sys.path when run)
+
+    replay(spec)
+    path, _, seeds = spec.partition("@")
+    trials = read(path)
+    if seeds:
+        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    _, drift, _, _ = answers(trials)
+
+    def per_width(t: pd.DataFrame) -> pd.Series:
+        return shared_shape.answers(t)[0].set_index("width")["log2_opt"].sort_index()
+
+    v = per_width(trials)
+    x = np.log2(v.index.to_numpy(float))
+    c = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    ss = sorted(trials["seed"].unique())
+    jack = np.array([per_width(trials[trials["seed"] != s]).reindex(v.index).to_numpy()
+                     for s in ss])
+    var_w = (len(ss) - 1) / len(ss) * ((jack - jack.mean(0)) ** 2).sum(0)
+    se = math.sqrt(float((c**2 * var_w).sum()))
+    slope, df = float((c * v.to_numpy()).sum()), len(v) * (len(ss) - 1)
+    h = t_quantile(LEVEL, df) * math.hypot(se, float(drift.iloc[0]["se_placement"]))
+    verdict = equivalence(slope - h, slope + h, TOLERANCE) or "INCONCLUSIVE"
+    print(f"  shared shape: drift {slope:+.3f} [{slope - h:+.3f}, {slope + h:+.3f}] (s.e. seeds "
+          f"{se:.3f}, df {df}) {verdict}; log2 lr* by width "
+          + " ".join(f"{u:+.2f}" for u in v))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["decompose", "placement", "seednoise", "replay"])
+    p.add_argument("what", choices=["decompose", "placement", "seednoise", "replay", "mixed",
+                                    "shared"])
     p.add_argument("stores", nargs="+")
     a = p.parse_args()
     run = {"decompose": decompose, "placement": placement, "seednoise": seednoise,
-           "replay": replay}[a.what]
+           "replay": replay, "mixed": mixed, "shared": shared}[a.what]
     for s in a.stores:
         run(s)
 
