@@ -91,6 +91,11 @@ def test_only_depth_as_scale_puts_width_among_the_families(depth_store, tmp_path
     assert np.allclose(d["slope"], B_DEPTH, atol=0.15)
     stored = a.stored_tables()["drift"]
     assert "width" in stored and "model.n_layer" not in stored  # drift: per family of width
+    # the values the slope ran over are n_layer's, and the stored columns say so
+    for stem in ("drift", "stability_slope", "monotonicity"):
+        cols = set(a.stored_tables()[stem].columns)
+        assert {"model.n_layer_values", "n_model.n_layer_values"} <= cols, stem
+        assert not {"widths", "n_widths"} & cols, stem
     lr_opt = a.stored_tables()["lr_opt"]
     assert {"model.n_layer", "width"} <= set(lr_opt.columns) and "d_model" not in lr_opt
     assert "model.n_layer" in full_text(a).splitlines()[0]

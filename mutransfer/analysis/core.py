@@ -73,7 +73,9 @@ class Analysis(GroupAxes):
         c = self.choice
         out = {}
         if c.scale[0] != WIDTH:
-            out.update({"width": c.scale[0], WIDTH_AXIS: WIDTH})
+            axis = c.scale[0]
+            out.update({"width": axis, WIDTH_AXIS: WIDTH, "widths": f"{axis}_values",
+                        "n_widths": f"n_{axis}_values", "n_widths_all": f"n_{axis}_values_all"})
         if c.target != "lr":
             out.update({"lr": c.target, "lr_opt": "optimum", "lr_argmin": "argmin"})
         return out
