@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -196,3 +197,156 @@ def test_report_says_where_the_results_came_from(tmp_path):
     titles = re.findall(r"<h2[^>]*>([^<]+)</h2>", html)
     assert len(set(titles)) == len(titles)  # no two sections share a title
     assert "Stability boundary against width" not in titles  # the figure's title
+
+
+# --- the figures as a reader sees them (audit of the figures of real stores) ---------------
+
+def _captured(monkeypatch, module) -> list:
+    """The figures `module` saves, kept open for inspection instead of written."""
+    figs: list = []
+    monkeypatch.setattr(module, "save", lambda fig, path: figs.append(fig) or path)
+    return figs
+
+
+def test_a_narrow_log2_range_gets_at_least_three_labelled_ticks():
+    """lr* within an octave (a check's sweep, a horizon store) showed one labelled tick, 2^-5:
+    the reader could not read a value off the axis. Half and quarter octaves fill in."""
+    from mutransfer.analysis.plotstyle import log2_axis, plt
+
+    fig, ax = plt.subplots()
+    values = [2**-5.65, 2**-5.3, 2**-4.96]
+    ax.plot([1, 2, 3], values)
+    log2_axis(ax, "y", values)
+    lo, hi = min(values), max(values)
+    ticks = [t for t in ax.yaxis.get_major_locator()() if lo <= t <= hi]
+    labels = [ax.yaxis.get_major_formatter()(t) for t in ticks]
+    plt.close(fig)
+    assert len(ticks) >= 3
+    assert all(labels) and "$2^{-5.25}$" in labels
+    # a wide range keeps whole octaves, every second one
+    fig, ax = plt.subplots()
+    log2_axis(ax, "x", [2**-12, 2**-2])
+    assert all(float(np.log2(t)).is_integer() for t in ax.xaxis.get_major_locator()())
+    plt.close(fig)
+
+
+def test_families_at_one_width_are_drawn_side_by_side(analysis, monkeypatch):
+    """sp and muP share the base model: at one width their lr* and bars coincide, and the
+    family drawn first was hidden. Each family's points are shifted a little apart."""
+    from mutransfer.analysis import plots
+
+    figs = _captured(monkeypatch, plots)
+    plots.plot_lr_opt(analysis, Path("unused.png"))
+    ax = figs[0].axes[0]
+    xs = [tuple(np.round(line.get_xdata(), 6)) for line in ax.lines
+          if line.get_marker() == "o" and len(line.get_xdata())]
+    plots.plt.close(figs[0])
+    assert len(xs) == 2 and set(xs[0]).isdisjoint(xs[1])
+
+
+def test_the_stability_legend_names_only_the_marks_drawn(tmp_path, monkeypatch):
+    """With no LR diverged (a search that stayed low), no bracket is drawn: the legend named
+    one anyway; the triangle says the boundary lies above the LRs run."""
+    from mutransfer.analysis import plots
+
+    t = synthetic_tables([MUP], [64, 128], [2.0**e for e in range(-10, -5)], [0, 1])
+    a = analyze(write_results(tmp_path, t))
+    figs = _captured(monkeypatch, plots)
+    plots.plot_stability(a, tmp_path / "s.png")
+    labels = [tx.get_text() for tx in figs[0].axes[0].get_legend().get_texts()]
+    plots.plt.close(figs[0])
+    assert not any("a seed diverged" in t for t in labels)
+    assert any("boundary lies above" in t for t in labels)
+
+
+def test_marks_off_the_loss_range_get_a_row_per_width(tmp_path):
+    """Two widths diverged at one LR drew their x on one spot of the top edge, the last
+    width's hiding the others' (and a narrower width's partial or above-range mark); the
+    not-run ticks stood on the lowest curve. Each width has a row in a strip above the data
+    and one below it."""
+    from mutransfer.analysis.plots import _loss_panel, loss_limits
+    from mutransfer.analysis.plotstyle import plt, width_colors
+
+    t = synthetic_tables([MUP], [64, 128], LR_GRID, [0, 1])
+    tr = t.trials
+    t.trials = tr[~((tr.width == 128) & (tr.lr == LR_GRID[0]))].copy()  # not run at 128
+    a = analyze(write_results(tmp_path, t))
+    lo, hi = loss_limits(a.cells)
+    fig, ax = plt.subplots()
+    _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), (lo, hi), a.fit_window)
+    ys = {m: [y for line in ax.lines if line.get_marker() == m for y in line.get_ydata()]
+          for m in ("x", "|")}
+    plt.close(fig)
+    assert len(ys["x"]) == 2 and len(set(ys["x"])) == 2 and min(ys["x"]) > hi
+    assert ys["|"] and max(ys["|"]) < lo
+
+
+def test_a_param_axis_of_whole_entries_is_labelled_by_what_differs(tmp_path):
+    """A depth sweep's `param` axis holds whole parameterization entries as JSON: titles and
+    legends carried the whole object and ran off the figure. Only the differing entries."""
+    import json
+
+    from mutransfer.analysis.plots import families
+    from mutransfer.analysis.plotstyle import compact_values
+    from tests.synthetic_sweeps import Planted
+
+    entry = {"name": "mup_ssm", "depth": "completep", "depth_alpha": None, "overrides": {}}
+    tuned = {**entry, "depth_exponents": {"hidden": {"lr_adam": 0.375, "init": None}}}
+    values = [json.dumps(e, sort_keys=True) for e in (entry, {**entry, "depth": "none"}, tuned)]
+    assert list(compact_values("param", values).values()) == [
+        "param.depth=completep", "param.depth=none",
+        "param.depth=completep, param.depth_exponents.hidden.lr_adam=0.375"]
+    assert compact_values("optimizer", ["adam", "sgd"]) == {"adam": "optimizer=adam",
+                                                            "sgd": "optimizer=sgd"}
+    fams = [Planted("mup", 2**-7, 0.0, extra={"param": v}) for v in values[:2]]
+    a = analyze(write_results(tmp_path, synthetic_tables(fams, [64, 128], LR_GRID, [0])))
+    assert [label for label, _ in families(a, a.lr_opt)] == ["mup, param.depth=completep",
+                                                             "mup, param.depth=none"]
+
+
+def test_a_large_legend_goes_below_the_axes():
+    """Long family labels made a legend larger than the free space: it covered the points."""
+    from matplotlib.lines import Line2D
+
+    from mutransfer.analysis.plotstyle import place_legend, plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2])
+    handles = [Line2D([], [], label=f"family {i} with a rather long label, slope +0.0{i}")
+               for i in range(4)]
+    place_legend(ax, handles)
+    fig.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    assert box.y1 < ax.get_window_extent().y0  # wholly below the axes
+    plt.close(fig)
+
+
+def test_coord_lines_differ_in_marker_as_well_as_colour(tmp_path, monkeypatch):
+    """Activations of one size (conv and ssm_out in a Mamba block) lay on one another, and
+    tab20 gave pairs of near colours: each activation has its own marker too."""
+    from mutransfer.analysis import coordplot
+
+    figs = _captured(monkeypatch, coordplot)
+    coordplot.plot_coord_check(coord_table(), tmp_path / "c.png")
+    ax = figs[0].axes[0]
+    markers = {line.get_marker() for line in ax.lines}
+    top_xlabel = ax.get_xlabel()
+    coordplot.plt.close(figs[0])
+    assert len(markers) == 3  # in_proj, ssm_state, logits
+    assert top_xlabel == ""  # the shared x axis is labelled once, under the bottom row
+    styles = coordplot.quantity_styles([f"q{i}" for i in range(11)])
+    assert len({s["color"] for s in styles.values()}) == 11
+
+
+def test_one_family_gets_a_larger_panel_and_edge_stars_keep_their_colour():
+    """A check's sweep (one family, five widths) was a 4.6-inch panel squeezed beside its
+    legend; a hollow lr* on the grid edge lost its width's colour."""
+    from mutransfer.analysis.plots import _grid, _star
+    from mutransfer.analysis.plotstyle import plt
+
+    fig, axes = _grid(1)
+    assert fig.get_size_inches()[0] >= 6
+    _star(axes[0], pd.Series({"lr_opt": 0.01, "loss_at_opt": 2.5, "edge": True}), 3.0, "red")
+    star = axes[0].lines[-1]
+    plt.close(fig)
+    assert star.get_markeredgecolor() == "red" and star.get_markerfacecolor() == "white"

@@ -19,6 +19,21 @@ from mutransfer.results.fs import join
 from mutransfer.results.store import Store
 
 COORD_FILE = "coord_check/coord.parquet"
+# a marker and a dash per activation besides its colour: lines of equal size (conv and
+# ssm_out in a Mamba block) lie on one another, and tab20's paired colours look alike
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "<", ">", "h", "*"]
+DASHES = ["-", "--", "-.", ":"]
+
+
+def quantity_styles(quantities: list[str]) -> dict[str, dict]:
+    """Colour, marker and line style per activation, no two alike; past ten, tab20's dark
+    shades first and then its light ones (in its own order a light shade followed its dark
+    one: block_out and conv in one orange)."""
+    cmap = plt.get_cmap("tab20")
+    return {q: {"color": cmap((2 * i) % 20 + (2 * i // 20) % 2),
+                "marker": MARKERS[i % len(MARKERS)],
+                "ls": DASHES[(i // len(MARKERS)) % len(DASHES)]}
+            for i, q in enumerate(quantities)}
 
 
 def read_coord(results_dir: str | Path) -> pd.DataFrame | None:
@@ -58,8 +73,7 @@ def plot_coord_check(df: pd.DataFrame, path: Path, axis: str = "width") -> Path:
     panels = list(summ.groupby(["parameterization", "optimizer"], sort=True))
     show_opt = summ["optimizer"].nunique() > 1
     quantities = sorted(summ["quantity"].unique())
-    cmap = plt.get_cmap("tab20" if len(quantities) > 10 else "tab10")
-    colors = {q: cmap(i % cmap.N) for i, q in enumerate(quantities)}
+    styles = quantity_styles(quantities)
     widths = sorted(int(w) for w in summ[axis].unique())
     fig, axes = plt.subplots(2, len(panels), squeeze=False, sharex=True,
                              figsize=(3.6 * len(panels) + 2.0, 6.4))
@@ -70,20 +84,22 @@ def plot_coord_check(df: pd.DataFrame, path: Path, axis: str = "width") -> Path:
                 r = r.sort_values(axis)
                 v = r[col].to_numpy(float)
                 keep = np.isfinite(v) & (v > 0)  # Δh is 0 at step 0: nothing to draw on a log axis
-                ax.plot(r[axis][keep], v[keep], "o-", ms=3, lw=1.2, color=colors[q])
+                ax.plot(r[axis][keep], v[keep], ms=4, lw=1.2, mfc="none", **styles[q])
             ax.set_yscale("log")
             width_axis(ax, widths)
             if axis == "n_layer":
                 ax.set_xlabel("depth (n_layer, log2 scale)")
+            if i == 0:  # the panels share the x axis: labelled once, at the bottom
+                ax.set_xlabel("")
             ax.set_title(f"{param}" + (f" ({opt})" if show_opt else "") + f": {what}",
                          fontsize=9)
             ax.set_ylabel(what if j == 0 else "")
             ax.grid(alpha=0.3, which="both")
-    handles = [Line2D([], [], color=colors[q], marker="o", ms=3, label=q) for q in quantities]
+    handles = [Line2D([], [], ms=4, mfc="none", label=q, **styles[q]) for q in quantities]
     fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
                title="activation", fontsize=8)
     what = "depth" if axis == "n_layer" else "width"
-    fig.suptitle(f"Coordinate check at step {step}: flat lines mean {what}-independent sizes "
-                 "(geometric mean over seeds and layers)")
+    fig.suptitle(f"Coordinate check at step {step}\nflat lines mean {what}-independent sizes "
+                 "(geometric mean over seeds and layers)", fontsize=10)
     fig.tight_layout()
     return save(fig, path)

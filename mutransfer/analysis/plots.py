@@ -13,12 +13,15 @@ from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
-from mutransfer.analysis.groups import as_key, family_label
+from mutransfer.analysis.groups import as_key, short_axis_name
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
+    compact_values,
+    dodge,
     family_colors,
     log2_axis,
     pad_limits,
+    place_legend,
     plt,
     save,
     width_axis,
@@ -27,11 +30,25 @@ from mutransfer.analysis.plotstyle import (
 
 DEFAULT = Choice()
 STOPPED = "stopped"  # drawn apart: a cell left out because a trial there stopped early
+ROW = 0.03  # a width's row in the strips above and below the data, as a fraction of its range
+
+
+def value_text(a: Analysis, col: str, value: object, sep: str = ", ") -> str:
+    """`axis=value` as the figures show it: of a JSON object's value (a `param` axis), only
+    the entries that differ between the families (plotstyle.compact_values)."""
+    values = list(a.cells[col].unique()) if col in a.cells else [value]
+    return compact_values(short_axis_name(col), values, sep).get(
+        value, f"{short_axis_name(col)}={value}")
+
+
+def family_text(a: Analysis, key: tuple, cols: list[str], sep: str = ", ") -> str:
+    """The parameterization, then `axis=value` for each of `cols` (the key's other parts)."""
+    return sep.join([str(key[0]), *(value_text(a, c, v, sep) for c, v in zip(cols, key[1:]))])
 
 
 def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per family of `df`, in sorted order; `sep` joins the label's parts."""
-    return [(family_label(as_key(k), a.axes, sep=sep), rows)
+    return [(family_text(a, as_key(k), a.axes, sep), rows)
             for k, rows in df.groupby(a.family_cols, sort=True, dropna=False)]
 
 
@@ -54,6 +71,9 @@ def loss_limits(cells: pd.DataFrame, optima: pd.DataFrame | None = None) -> tupl
 
 
 def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **kw):
+    """n panels, 3 to a row; one alone is drawn larger (its bowls were squeezed beside the
+    legend)."""
+    size = (6.4, 4.4) if n == 1 else size
     cols = min(n, max_cols)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
@@ -65,8 +85,8 @@ def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **k
 
 
 def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> None:
-    """Markers on the top or bottom edge, drawn over it (unclipped) like the muP papers'
-    figures.
+    """Markers in a row of the strip above or below the data (unclipped, like the muP
+    papers' marks on the edge).
 
     Skipped when empty: an empty unclipped line still claims a box at the figure's origin
     and makes the layout collapse."""
@@ -85,37 +105,45 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
     ax.plot(2.0 ** x[keep], y[keep], "--", lw=0.9, color=color, alpha=0.8, zorder=2)
 
 
+def _star(ax, o: pd.Series, top: float, color) -> None:
+    """lr*: filled in the width's colour, hollow with an edge in that colour on the grid edge."""
+    edge = bool(o["edge"])
+    ax.plot(o["lr_opt"], min(o["loss_at_opt"], top), "*", ms=14, zorder=5,
+            mfc="white" if edge else color, mec=color if edge else "black",
+            mew=1.6 if edge else 0.8)
+
+
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
                 ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
-    """One family's curves; the cells a trial stopped early at (search.stop) are drawn apart
-    from the LRs not run."""
+    """One family's curves inside `ylim`; the marks off that range go to a row per width in
+    strips above it (diverged, above the range) and below it (not run, stopped early), so
+    that no width's mark hides another's. The cells a trial stopped early at (search.stop)
+    are drawn apart from the LRs not run."""
     bottom, top = ylim
+    row = ROW * (top - bottom)
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
         color = colors[int(w)]
-        status = c["status"].to_numpy()
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
-        status = np.where(c["stopped"].to_numpy(bool), STOPPED, status)
+        status = np.where(c["stopped"].to_numpy(bool), STOPPED, c["status"].to_numpy())
         ok = (status == TRAINED) & np.isfinite(loss)
         part = (status == PARTIAL) & np.isfinite(loss)
+        up, down = top + (i + 0.5) * row, bottom - (i + 0.5) * row
         ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
         # the survivors' mean of a partially diverged LR: drawn apart, never on the line
-        ax.plot(lr[part], np.minimum(loss[part], top), "D", ms=5, mfc="white", mec=color,
-                mew=1.4, ls="", zorder=4)
-        _on_edge(ax, lr[(ok | part) & (loss > top)], top, "^", ms=6, color=color)
-        _on_edge(ax, lr[status == DIVERGED], top, "x", ms=7, mew=1.8, color=color)
-        # stacked a little per width so that every width's not-run LRs stay visible
-        _on_edge(ax, lr[status == NOT_RUN], bottom + 0.03 * i * (top - bottom), "|", ms=7,
-                 mew=1.5, color=color)
-        _on_edge(ax, lr[status == STOPPED], bottom + 0.03 * i * (top - bottom), "v", ms=6,
-                 mfc="white", mec=color, mew=1.4)
+        hollow = {"mfc": "white", "mec": color, "mew": 1.4}
+        ax.plot(lr[part & (loss <= top)], loss[part & (loss <= top)], "D", ms=5, ls="",
+                zorder=4, **hollow)
+        _on_edge(ax, lr[part & (loss > top)], up, "D", ms=5, **hollow)
+        _on_edge(ax, lr[ok & (loss > top)], up, "^", ms=6, color=color)
+        _on_edge(ax, lr[status == DIVERGED], up, "x", ms=7, mew=1.8, color=color)
+        _on_edge(ax, lr[status == NOT_RUN], down, "|", ms=5, mew=1.5, color=color)
+        _on_edge(ax, lr[status == STOPPED], down, "v", ms=6, **hollow)
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
             if choice.log:  # a linear target's curve lives in grid steps: not redrawn
                 _fitted_curve(ax, o.iloc[0], window, top, color)
-            face = "white" if o["edge"].iloc[0] else color
-            ax.plot(o["lr_opt"], np.minimum(o["loss_at_opt"], top), "*", ms=14, mfc=face,
-                    mec="black", mew=0.8, zorder=5)
+            _star(ax, o.iloc[0], top, color)
     if choice.log:
         log2_axis(ax, "x", cells["lr"].to_numpy())
     ax.set_xlabel("learning rate (log2 scale)" if choice.target == "lr" else
@@ -123,11 +151,36 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
     ax.grid(alpha=0.3)
 
 
+def _strips(a: Analysis, lo: float, hi: float) -> tuple[float, float]:
+    """The y range with room for a row per width above the data when a mark goes there
+    (diverged, above the range) and below it when one goes there (not run, stopped)."""
+    c = a.cells
+    status = np.where(c["stopped"].to_numpy(bool), STOPPED, c["status"].to_numpy())
+    above = (status == DIVERGED) | (np.isin(status, [TRAINED, PARTIAL]) &
+                                    (c["mean_loss"].to_numpy(float) > hi))
+    below = np.isin(status, [NOT_RUN, STOPPED])
+    strip = ROW * len(a.widths) * (hi - lo)
+    return lo - strip * below.any(), hi + strip * above.any()
+
+
+def _data_ticks(ax, lo: float, hi: float) -> None:
+    """y ticks inside the data's range only (the strips have no loss scale), with dotted
+    lines where the strips begin."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_yticks([t for t in MaxNLocator(6).tick_values(lo, hi) if lo <= t <= hi])
+    bottom, top = ax.get_ylim()
+    for y, strip in ((lo, bottom < lo), (hi, top > hi)):
+        if strip:
+            ax.axhline(y, color="0.5", lw=0.7, ls=":", zorder=1)
+
+
 def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     """A panel per family, a line per width through the LRs where every seed trained; stars at
     lr* and the curve it was fitted to (dashed, across its window), partially diverged LRs as
-    hollow diamonds (mean of the seeds that trained), diverged LRs as x on the top edge, LRs
-    not run at a width as ticks on the bottom edge."""
+    hollow diamonds (mean of the seeds that trained); in a strip above the data (a row per
+    width) diverged LRs as x and LRs above the y range as triangles, in a strip below it LRs
+    not run at a width as ticks and LRs stopped early as hollow down-triangles."""
     fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
     opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)
@@ -135,8 +188,10 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     fig, axes = _grid(len(fams), sharey=True)
     for ax, (label, cells) in zip(axes, fams):
         _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
-        ax.set_ylim(lo, hi)
-        ax.set_title(label)
+        ax.set_ylim(*_strips(a, lo, hi))
+        _data_ticks(ax, lo, hi)
+        long = max(len(t) for t in label.split("\n")) > 32
+        ax.set_title(label, fontsize=9 if long else None)
     for ax in axes[:: min(len(fams), 3)]:
         ax.set_ylabel("final eval loss (seed-adjusted mean)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4,
@@ -144,15 +199,16 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     handles += [
         Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
         Line2D([], [], ls="--", lw=0.9, color="grey", label="fitted curve"),
-        Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="black",
+        Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="grey", mew=1.6,
                label="lr* on grid edge"),
         Line2D([], [], ls="", marker="D", ms=5, mfc="white", mec="grey", mew=1.4,
                label="some seeds diverged\n(mean of the rest; not fitted)"),
         Line2D([], [], ls="", marker="x", ms=7, mew=1.8, color="grey",
-               label="every seed diverged"),
+               label="every seed diverged (top strip)"),
         Line2D([], [], ls="", marker="|", ms=8, mew=1.5, color="grey",
-               label="not run at this width"),
-        Line2D([], [], ls="", marker="^", ms=6, color="grey", label="above the y range"),
+               label=f"not run at this {a.scale_name('width')}\n(bottom strip)"),
+        Line2D([], [], ls="", marker="^", ms=6, color="grey",
+               label="above the y range (top strip)"),
     ]
     if not a.prepared.stopped.empty:
         handles.append(Line2D([], [], ls="", marker="v", ms=6, mfc="white", mec="grey",
@@ -170,10 +226,12 @@ def _x_axis(a: Analysis, ax) -> None:
         ax.set_xlabel(f"{a.scale_name('width')} (log2 scale)")
 
 
-def _fit_line(ax, widths: np.ndarray, slope: float, intercept: float, **kw) -> None:
-    if np.isfinite(slope):
+def _fit_line(ax, widths: np.ndarray, slope: float, intercept: float, shift: float = 1.0,
+              **kw) -> None:
+    """The fit across the widths, drawn `shift` times to the right as its points are."""
+    if np.isfinite(slope) and len(widths):
         x = np.log2(np.array([widths.min(), widths.max()], float))
-        ax.plot(2.0**x, 2.0 ** (intercept + slope * x), "--", lw=1.2, **kw)
+        ax.plot(shift * 2.0**x, 2.0 ** (intercept + slope * x), "--", lw=1.2, **kw)
 
 
 def _interval_text(lo: float, hi: float) -> str:
@@ -186,9 +244,11 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
     fams = families(a, a.lr_opt)
     colors = family_colors([lab for lab, _ in fams])
     drift_by = dict(families(a, a.drift))
-    for label, opt in fams:
+    for i, (label, opt) in enumerate(fams):
         opt = opt[np.isfinite(opt["lr_opt"])].sort_values("width")
         col = colors[label]
+        shift = dodge(i, len(fams))  # families' bars at one width side by side, not stacked
+        w = opt["width"].to_numpy(float) * shift
         d = drift_by[label].iloc[0]
         text = (f"{label}: slope {d['slope']:+.2f}{_interval_text(d['ci_low'], d['ci_high'])}"
                 + BOUND_WORDS.get(str(d.get("edge_bound", "")), "")
@@ -196,15 +256,13 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         y = opt["lr_opt"].to_numpy()
         err = np.vstack([y - opt["ci_low"].fillna(opt["lr_opt"]).to_numpy(),
                          opt["ci_high"].fillna(opt["lr_opt"]).to_numpy() - y])
-        ax.errorbar(opt["width"], y, yerr=np.clip(err, 0, None), fmt="none", ecolor=col,
-                    capsize=3, lw=1)
+        ax.errorbar(w, y, yerr=np.clip(err, 0, None), fmt="none", ecolor=col, capsize=3, lw=1)
         edge = opt["edge"].to_numpy(bool)
         bare = ~edge & ~np.isfinite(opt["ci_low"]).to_numpy()  # no interval: not a sure point
-        ax.plot(opt["width"][~edge & ~bare], y[~edge & ~bare], "o", color=col, ms=6,
-                label=text)
-        ax.plot(opt["width"][bare], y[bare], "s", mfc="white", mec=col, ms=6)
-        ax.plot(opt["width"][edge], y[edge], "o", mfc="white", mec=col, ms=6)
-        _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], color=col)
+        ax.plot(w[~edge & ~bare], y[~edge & ~bare], "o", color=col, ms=6, label=text)
+        ax.plot(w[bare], y[bare], "s", mfc="white", mec=col, ms=6)
+        ax.plot(w[edge], y[edge], "o", mfc="white", mec=col, ms=6)
+        _fit_line(ax, opt["width"].to_numpy(), d["slope"], d["intercept"], shift, color=col)
     _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.lr_opt["ci_low"], a.lr_opt["ci_high"],
                                        a.lr_opt["lr_opt"]]))
@@ -225,8 +283,8 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
                               label="on the grid edge (a bound)"))
     if np.isfinite(a.drift["slope"]).any():
         handles.append(Line2D([], [], ls="--", color="grey", label="least-squares fit"))
-    ax.legend(handles=handles, fontsize=8, title=f"bars: 95% interval ({INTERVAL_SOURCE})",
-              title_fontsize=8)
+    place_legend(ax, handles, fontsize=8, title=f"bars: 95% interval ({INTERVAL_SOURCE})",
+                 title_fontsize=8)
     return save(fig, path)
 
 
@@ -240,11 +298,12 @@ def plot_stability(a: Analysis, path: Path) -> Path:
     for i, (label, st) in enumerate(fams):
         st = st.sort_values("width")
         col = colors[label]
-        shift = 2.0 ** (0.04 * (i - (len(fams) - 1) / 2))  # keep brackets of families apart
+        shift = dodge(i, len(fams))  # keep brackets of families apart
         w = st["width"].to_numpy() * shift
         both = np.isfinite(st["boundary"]).to_numpy()
         s = slope_by[label].iloc[0]
-        text = f"{label}: slope {s['slope']:+.2f}" if np.isfinite(s["slope"]) else label
+        text = (f"{label}: slope {s['slope']:+.2f}{_interval_text(s['ci_low'], s['ci_high'])}"
+                if np.isfinite(s["slope"]) else label)
         ax.vlines(w[both], st["largest_trained"][both], st["smallest_any_diverged"][both],
                   color=col, lw=3, alpha=0.45)
         only_ok = ~both & np.isfinite(st["largest_trained"]).to_numpy()
@@ -255,7 +314,8 @@ def plot_stability(a: Analysis, path: Path) -> Path:
                 label=text if both.any() else None)
         ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
                 label=None if both.any() or not only_ok.any() else f"{label}: no divergence")
-        _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], color=col)
+        _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], shift,
+                  color=col)
     _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],
                                        a.stability["smallest_any_diverged"],
@@ -264,14 +324,20 @@ def plot_stability(a: Analysis, path: Path) -> Path:
                   else f"{a.choice.target_label} (log2 scale)")
     ax.set_title(f"Stability boundary against {a.scale_name('width')}")
     ax.grid(alpha=0.3)
+    place_legend(ax, _stability_handles(a, ax), fontsize=8)
+    return save(fig, path)
+
+
+def _stability_handles(a: Analysis, ax) -> list:
+    """The families' entries, then one per kind of mark drawn (none for a mark not drawn)."""
     handles, _ = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,
-                          label="all seeds trained .. a seed diverged"))
+    if np.isfinite(a.stability["boundary"]).any():
+        handles.append(Line2D([], [], color="grey", lw=3, alpha=0.45,
+                              label="all seeds trained .. a seed diverged"))
     if np.isfinite(a.stability["smallest_all_diverged"]).any():
         handles.append(Line2D([], [], ls="", marker="x", color="grey", mew=1.5,
                               label="every seed diverged"))
     if (~np.isfinite(a.stability["boundary"]) & np.isfinite(a.stability["largest_trained"])).any():
         handles.append(Line2D([], [], ls="", marker="^", color="grey",
-                              label="largest LR that trained (none diverged)"))
-    ax.legend(handles=handles, fontsize=8)
-    return save(fig, path)
+                              label="largest LR run, all trained\n(the boundary lies above)"))
+    return handles

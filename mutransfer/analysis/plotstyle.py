@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -28,23 +29,79 @@ def family_colors(labels: list[str]) -> dict[str, tuple]:
 
 
 def _pow2_label(v: float, _pos: object = None) -> str:
-    e = np.log2(v)
-    return f"$2^{{{int(round(e))}}}$" if abs(e - round(e)) < 1e-9 else ""
+    """`2^-5`, or `2^-5.5` at the half and quarter octaves `log2_axis` adds on a narrow range."""
+    e = round(float(np.log2(v)), 2)
+    return f"$2^{{{e:g}}}$"
+
+
+def _tick_exponents(lo_v: float, hi_v: float, max_ticks: int) -> list[float]:
+    """Whole octaves (every 2nd, 3rd... on a wide range); halves, then quarters, when fewer
+    than three fall inside [lo_v, hi_v] (a range of an octave or so showed one label)."""
+    lo, hi = int(np.floor(lo_v)), int(np.ceil(hi_v))
+    step = max(1, int(np.ceil((hi - lo + 1) / max_ticks)))
+    ticks = [float(e) for e in range(lo, hi + 1) if e % step == 0]
+    for frac in (0.5, 0.25):
+        if sum(lo_v - 1e-9 <= e <= hi_v + 1e-9 for e in ticks) >= 3:
+            break
+        ticks = [float(e) for e in np.arange(lo, hi + frac / 2, frac)]
+    return ticks
 
 
 def log2_axis(ax, which: str, values: np.ndarray, max_ticks: int = 7) -> None:
-    """A log2 axis with ticks at whole octaves (every 2nd, 3rd... when the range is wide)."""
+    """A log2 axis with ticks at whole octaves (every 2nd, 3rd... when the range is wide; at
+    half or quarter octaves when it is narrow)."""
     values = np.asarray(values, float)
     values = values[np.isfinite(values) & (values > 0)]
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2)
     if not len(values):
         return
-    lo, hi = int(np.floor(np.log2(values.min()))), int(np.ceil(np.log2(values.max())))
-    step = max(1, int(np.ceil((hi - lo + 1) / max_ticks)))
-    axis.set_major_locator(FixedLocator([2.0**e for e in range(lo, hi + 1) if e % step == 0]))
+    exps = _tick_exponents(float(np.log2(values.min())), float(np.log2(values.max())),
+                           max_ticks)
+    axis.set_major_locator(FixedLocator([2.0**e for e in exps]))
     axis.set_major_formatter(FuncFormatter(_pow2_label))
     axis.set_minor_locator(NullLocator())
+
+
+def dodge(i: int, n: int, spread: float = 0.04) -> float:
+    """The factor that shifts series i of n apart on a log2 x axis (`spread` octaves each),
+    so that points and bars at one x value do not hide one another."""
+    return 2.0 ** (spread * (i - (n - 1) / 2))
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[object, str]:
+    """`name=value` per value of an axis; a JSON object's value (e.g. a `param` axis of whole
+    parameterization entries) gives only the entries that differ among `values` (null and
+    missing count as equal): `param.depth=completep`, not the whole object; `sep` joins
+    the entries."""
+    parsed = {}
+    for v in values:
+        try:
+            obj = json.loads(v) if isinstance(v, str) else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            return {v: f"{name}={v}" for v in values}
+        parsed[v] = _flat(obj)
+    keys = sorted({k for f in parsed.values() for k in f})
+    differ = [k for k in keys if len({json.dumps(f.get(k)) for f in parsed.values()}) > 1]
+    return {v: _entries(name, f, differ, sep) or f"{name}={v}" for v, f in parsed.items()}
+
+
+def _entries(name: str, flat: dict[str, object], keys: list[str], sep: str) -> str:
+    """`name.key=value` for the keys set (all of them when none is)."""
+    set_ = [k for k in keys if flat.get(k) is not None] or keys
+    return sep.join(f"{name}.{k}={flat.get(k)}" for k in set_)
 
 
 def width_axis(ax, widths: list[int]) -> None:
@@ -55,6 +112,17 @@ def width_axis(ax, widths: list[int]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(min(widths) * 2**-0.4, max(widths) * 2**0.4)  # half an octave of margin
     ax.set_xlabel("width (d_model, log2 scale)")
+
+
+def place_legend(ax, handles: list, **kw) -> None:
+    """The axes' legend: inside where it fits best; below the axes, in columns, when it is
+    large (many entries or long labels), as inside it covered the points."""
+    labels = [h.get_label() for h in handles]
+    if len(handles) > 5 or max((len(t) for t in labels), default=0) > 40:
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15),
+                  ncols=1 if max(len(t) for t in labels) > 40 else 2, **kw)
+    else:
+        ax.legend(handles=handles, **kw)
 
 
 def pad_limits(lo: float, hi: float, frac: float = 0.05) -> tuple[float, float]:

@@ -10,8 +10,16 @@ from matplotlib.lines import Line2D
 
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
-from mutransfer.analysis.groups import as_key, family_label
-from mutransfer.analysis.plotstyle import family_colors, log2_axis, plt, save
+from mutransfer.analysis.groups import as_key
+from mutransfer.analysis.plots import family_text, value_text
+from mutransfer.analysis.plotstyle import (
+    dodge,
+    family_colors,
+    log2_axis,
+    place_legend,
+    plt,
+    save,
+)
 
 
 def _scale_axis(ax, values: np.ndarray, name: str) -> None:
@@ -28,10 +36,11 @@ def _scale_axis(ax, values: np.ndarray, name: str) -> None:
 
 
 def _line_label(a: Analysis, key: tuple, cols: list[str]) -> str:
-    names = a.column_names()
-    parts = [str(key[0])] + [f"{a.scale_name(c) if c in a.prepared.scale_cols else names.get(c, c)}"
-                             f"={v}" for c, v in zip(cols[1:], key[1:])]
-    return ", ".join(p.removeprefix("param.overrides.") for p in parts)
+    """The family and the other scale axes' values; a JSON object's value (a `param` axis)
+    by the entries that differ between the families only."""
+    parts = [str(key[0])] + [f"{a.scale_name(c)}={v}" if c in a.prepared.scale_cols
+                             else value_text(a, c, v) for c, v in zip(cols[1:], key[1:])]
+    return ", ".join(parts)
 
 
 def _panel(a: Analysis, ax, scale_col: str) -> None:
@@ -41,11 +50,13 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
     drift = a.scale_drift[a.scale_drift["scale"] == a.scale_name(scale_col)]
     groups = list(opt.groupby(cols, sort=True, dropna=False))
     colors = family_colors([str(as_key(k)) for k, _ in groups])
-    for k, rows in groups:
+    for i, (k, rows) in enumerate(groups):
         key = as_key(k)
         rows = rows[np.isfinite(rows["lr_opt"])].sort_values(scale_col)
         col = colors[str(key)]
-        x, y = rows[scale_col].to_numpy(float), rows["lr_opt"].to_numpy(float)
+        # lines side by side at each point, so that their bars do not hide one another
+        x = rows[scale_col].to_numpy(float) * dodge(i, len(groups))
+        y = rows["lr_opt"].to_numpy(float)
         lo = rows["ci_low"].fillna(rows["lr_opt"]).to_numpy(float)
         hi = rows["ci_high"].fillna(rows["lr_opt"]).to_numpy(float)
         d = drift
@@ -70,8 +81,9 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
     ax.set_ylabel(f"{c.opt_label}" + (" (log2 scale)" if c.log else ""))
     ax.set_title(f"optimum of {c.target_label} against {a.scale_name(scale_col)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, title="bars: 95% interval; hollow circle: on the grid edge (a "
-              "bound);\nhollow square: no interval", title_fontsize=7)
+    place_legend(ax, ax.get_legend_handles_labels()[0], fontsize=7,
+                 title="bars: 95% interval; hollow circle: on the grid edge (a bound);\n"
+                 "hollow square: no interval", title_fontsize=7)
 
 
 def plot_scale_optima(a: Analysis, path: Path) -> Path:
@@ -105,7 +117,7 @@ def plot_law(a: Analysis, path: Path) -> Path | None:
             est = est[est[cname] == v]
         terms = ", ".join(f"b_{t} {e:+.2f}" for t, e in zip(est["term"], est["estimate"])
                           if t != "intercept" and np.isfinite(e))
-        label = family_label(key, pool[1:]) + (f": {terms}" if terms else "")
+        label = family_text(a, key, pool[1:]) + (f": {terms}" if terms else "")
         ax.errorbar(rows["log2_law"], rows["log2_opt"], yerr=1.96 * rows["se_log2"].fillna(0),
                     fmt="o", color=colors[str(key)], capsize=3, ms=5, label=label)
     allv = np.concatenate([pts["log2_law"], pts["log2_opt"]])

@@ -74,10 +74,11 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                              "Seed-adjusted mean final eval loss at each LR, a line per width "
                              "through the LRs where every seed trained. Stars: fitted lr* "
                              "(hollow when on the grid edge); hollow diamonds: some seeds "
-                             "diverged (mean of the others; not fitted); x on the top edge: "
-                             "every seed diverged; ticks on the bottom edge: LRs the family "
-                             "ran at another width but not at this one; triangles: trained "
-                             "but above the y range."),
+                             "diverged (mean of the others; not fitted). In the strip above the "
+                             "dotted line, a row per width: x, every seed diverged; "
+                             "triangles, trained but above the y range. In the strip below: "
+                             "ticks, LRs the family ran at another width but not at this "
+                             "one; hollow down-triangles, stopped early (search.stop)."),
     }
     if np.isfinite(a.lr_opt["lr_opt"]).any():  # else no point to draw (e.g. all diverged)
         figs["drift"] = Figure(
