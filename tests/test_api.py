@@ -174,6 +174,13 @@ def test_a_logger_whose_package_is_missing_is_refused_before_anything_runs(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "loggers: wandb needs the wandb package" in err[0], err
     assert not storage.exists()
+    # validate names packages, not data, as what --no-data leaves out (it said "data only on
+    # the cluster?")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "installed on the cluster only?" in err[0], err
+    assert "data only" not in err[0]
+    assert main(["validate", str(path), "--no-data"]) == 0
 
 
 def test_tunes_folder_is_in_the_stores_filesystem_for_a_uri_storage_too(tmp_path):

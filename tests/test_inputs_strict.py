@@ -142,6 +142,19 @@ def test_storage_that_is_a_device_or_a_fifo_is_one_line(tmp_path, capsys, make, 
     assert not (tmp_path / "unused").exists()
 
 
+@pytest.mark.parametrize("make,what", [
+    (lambda t: (t / "f").write_text("x") and str(t / "f"), "is a file, not a folder"),
+    (lambda t: ((t / "d").mkdir(), (t / "d" / "notes.txt").write_text("x"), str(t / "d"))[2],
+     "not a mutransfer results store"),
+], ids=["file", "folder of other files"])
+def test_validate_refuses_a_local_storage_that_sweep_refuses(tmp_path, capsys, make, what):
+    """validate said "ok" of a storage that `sweep` then refused."""
+    storage = make(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert_one_line_error(capsys, main(["validate", str(_sweep_file(tmp_path, storage))]), what)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, "s.yaml"])
+
+
 def test_storage_holding_a_nul_byte_is_one_line(tmp_path, capsys):
     path = write(tmp_path / "s.yaml", sweep_text(tmp_path / "results").replace(
         f"storage: {tmp_path / 'results'}", f'storage: "{tmp_path}/res\\0ults"'))

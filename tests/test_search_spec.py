@@ -37,8 +37,9 @@ def write(tmp_path: Path, search: dict, axes: dict | None = None) -> Path:
     ({"kind": "transfer", "stop": {"safety": ".nan"}}, "search.stop.safety"),
     ({"kind": "transfer", "settle_octaves": ".inf"}, "search.settle_octaves"),
     # a file written for the old count-of-LRs rule: told what replaced it
-    ({"kind": "transfer", "margin": 2}, "margin was removed: the transfer search now settles "
-                                        "by the analysis's fit window in octaves"),
+    # (it named the fit window's 2.5 octaves as settle_octaves' default, which is 1.22)
+    ({"kind": "transfer", "margin": 2}, "margin was removed: the transfer search now settles a "
+                                        "width once every grid LR within settle_octaves"),
     ({"kind": "transfer", "full_widths": -1}, "search.full_widths"),
     ({"kind": "transfer", "probe_stability": "sometimes"}, "search.probe_stability"),
 ])

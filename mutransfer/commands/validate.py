@@ -16,7 +16,8 @@ def add_arguments(p, name: str) -> None:
     if name == "validate":
         p.add_argument("file", nargs="+", help="sweep file(s) (YAML)")
         p.add_argument("--no-data", dest="data", action="store_false",
-                       help="skip the data check (data that is only on the cluster)")
+                       help="skip the data check and the loggers' packages (what is only "
+                            "on the cluster)")
         p.add_argument("--data", dest="data", action="store_true", help=argparse.SUPPRESS)
         p.add_argument("--import", dest="import_model", action="store_true",
                        help="import a package.module:factory arch and probe its model (this "
@@ -40,6 +41,7 @@ def run(args) -> int:
 
     for path in args.file:
         plan = _checked_plan(prepare, path, args)
+        _check_local_store(plan.spec.storage_location)
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)")
@@ -48,14 +50,31 @@ def run(args) -> int:
     return 0
 
 
+def _check_local_store(location: str) -> None:
+    """A local storage that `sweep` would refuse (a file, a folder of other files, a folder
+    inside another store) is refused here too; a URI's bucket may be the cluster's alone."""
+    from mutransfer.results.fs import is_uri
+    from mutransfer.results.store import Store
+
+    if not is_uri(location):
+        Store(location).check_is_store()
+
+
 def _checked_plan(prepare, path: str, args):
-    """The sweep's plan, its data checked unless --no-data; a file refused only for its data
-    is refused with the hint that --no-data checks the file without it."""
+    """The sweep's plan, its data (and its loggers' packages) checked unless --no-data; a file
+    refused only for either is refused with the hint that --no-data checks it without them."""
+    from mutransfer.sweep.run.loggers import check_loggers
+
     try:
         return prepare(path, check_data=args.data, max_cells=args.max_cells)
     except UserError as exc:
         if not args.data:
             raise
-        prepare(path, check_data=False, max_cells=args.max_cells)  # raises what is not data's
+        plan = prepare(path, check_data=False, max_cells=args.max_cells)  # what is not data's
+        try:
+            check_loggers(plan.spec.loggers)
+        except UserError:
+            raise UserError(f"{exc} (installed on the cluster only? `--no-data` checks the "
+                            f"file without this machine's data and packages)") from None
         raise UserError(f"{exc} (data only on the cluster? `--no-data` checks the file "
                         f"without it)") from None

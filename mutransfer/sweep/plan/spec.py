@@ -209,9 +209,9 @@ class Search(StrictModel):
     def _no_margin(cls, data: Any) -> Any:
         if isinstance(data, dict) and "margin" in data:
             raise PydanticCustomError(
-                "search_option", "margin was removed: the transfer search now settles by the "
-                "analysis's fit window in octaves (settle_octaves, default {w}); delete margin",
-                {"w": FIT_WINDOW})
+                "search_option", "margin was removed: the transfer search now settles a width "
+                "once every grid LR within settle_octaves octaves of its optimum has run (a "
+                "distance, not a count of LRs); delete margin")
         return data
 
     @model_validator(mode="after")
