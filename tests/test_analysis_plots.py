@@ -286,8 +286,8 @@ def test_a_param_axis_of_whole_entries_is_labelled_by_what_differs(tmp_path):
     legends carried the whole object and ran off the figure. Only the differing entries."""
     import json
 
+    from mutransfer.analysis.groups import compact_values
     from mutransfer.analysis.plots import families
-    from mutransfer.analysis.plotstyle import compact_values
     from tests.synthetic_sweeps import Planted
 
     entry = {"name": "mup_ssm", "depth": "completep", "depth_alpha": None, "overrides": {}}

@@ -201,6 +201,43 @@ def family_label(key: tuple, axes: list[str], sep: str = ", ") -> str:
     return sep.join(parts)
 
 
+def flat_paths(doc: dict, prefix: str = "") -> dict[str, object]:
+    """Dotted path -> value, for every leaf of a nested mapping (an empty mapping is a leaf)."""
+    out: dict[str, object] = {}
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flat_paths(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[object, str]:
+    """`name=value` per value of an axis; a JSON object's value (e.g. a `param` axis of whole
+    parameterization entries) gives only the entries that differ among `values` (null,
+    empty and missing count as equal): `param.depth=completep`, not the whole object; `sep`
+    joins the entries."""
+    parsed = {}
+    for v in values:
+        try:
+            obj = json.loads(v) if isinstance(v, str) else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            return {v: f"{name}={v}" for v in values}
+        parsed[v] = {k: x for k, x in flat_paths(obj).items() if x != {}}
+    keys = sorted({k for f in parsed.values() for k in f})
+    differ = [k for k in keys if len({json.dumps(f.get(k)) for f in parsed.values()}) > 1]
+    return {v: _entries(name, f, differ, sep) or f"{name}={v}" for v, f in parsed.items()}
+
+
+def _entries(name: str, flat: dict[str, object], keys: list[str], sep: str) -> str:
+    """`name.key=value` for the keys set (all of them when none is)."""
+    set_ = [k for k in keys if flat.get(k) is not None] or keys
+    return sep.join(f"{name}.{k}={flat.get(k)}" for k in set_)
+
+
 def as_key(value: object) -> tuple:
     """pandas gives scalars for one-column groupbys and tuples otherwise: always a tuple."""
     return value if isinstance(value, tuple) else (value,)

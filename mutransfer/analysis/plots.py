@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
-from mutransfer.analysis.groups import as_key, short_axis_name
+from mutransfer.analysis.groups import as_key, compact_values, short_axis_name
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
-    compact_values,
     dodge,
     family_colors,
     log2_axis,
@@ -35,7 +35,7 @@ ROW = 0.03  # a width's row in the strips above and below the data, as a fractio
 
 def value_text(a: Analysis, col: str, value: object, sep: str = ", ") -> str:
     """`axis=value` as the figures show it: of a JSON object's value (a `param` axis), only
-    the entries that differ between the families (plotstyle.compact_values)."""
+    the entries that differ between the families (groups.compact_values)."""
     values = list(a.cells[col].unique()) if col in a.cells else [value]
     return compact_values(short_axis_name(col), values, sep).get(
         value, f"{short_axis_name(col)}={value}")
@@ -113,6 +113,12 @@ def _star(ax, o: pd.Series, top: float, color) -> None:
             mew=1.6 if edge else 0.8)
 
 
+def _statuses(cells: pd.DataFrame) -> np.ndarray:
+    """Each cell's status, STOPPED where a trial there stopped early (the estimator sees it
+    as not run; the figure draws it apart)."""
+    return np.where(cells["stopped"].to_numpy(bool), STOPPED, cells["status"].to_numpy())
+
+
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
                 ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
     """One family's curves inside `ylim`; the marks off that range go to a row per width in
@@ -125,7 +131,7 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
         c = c.sort_values("lr")
         color = colors[int(w)]
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
-        status = np.where(c["stopped"].to_numpy(bool), STOPPED, c["status"].to_numpy())
+        status = _statuses(c)
         ok = (status == TRAINED) & np.isfinite(loss)
         part = (status == PARTIAL) & np.isfinite(loss)
         up, down = top + (i + 0.5) * row, bottom - (i + 0.5) * row
@@ -155,7 +161,7 @@ def _strips(a: Analysis, lo: float, hi: float) -> tuple[float, float]:
     """The y range with room for a row per width above the data when a mark goes there
     (diverged, above the range) and below it when one goes there (not run, stopped)."""
     c = a.cells
-    status = np.where(c["stopped"].to_numpy(bool), STOPPED, c["status"].to_numpy())
+    status = _statuses(c)
     above = (status == DIVERGED) | (np.isin(status, [TRAINED, PARTIAL]) &
                                     (c["mean_loss"].to_numpy(float) > hi))
     below = np.isin(status, [NOT_RUN, STOPPED])
@@ -166,8 +172,6 @@ def _strips(a: Analysis, lo: float, hi: float) -> tuple[float, float]:
 def _data_ticks(ax, lo: float, hi: float) -> None:
     """y ticks inside the data's range only (the strips have no loss scale), with dotted
     lines where the strips begin."""
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_yticks([t for t in MaxNLocator(6).tick_values(lo, hi) if lo <= t <= hi])
     bottom, top = ax.get_ylim()
     for y, strip in ((lo, bottom < lo), (hi, top > hi)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -67,41 +66,6 @@ def dodge(i: int, n: int, spread: float = 0.04) -> float:
     """The factor that shifts series i of n apart on a log2 x axis (`spread` octaves each),
     so that points and bars at one x value do not hide one another."""
     return 2.0 ** (spread * (i - (n - 1) / 2))
-
-
-def _flat(d: dict, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[object, str]:
-    """`name=value` per value of an axis; a JSON object's value (e.g. a `param` axis of whole
-    parameterization entries) gives only the entries that differ among `values` (null and
-    missing count as equal): `param.depth=completep`, not the whole object; `sep` joins
-    the entries."""
-    parsed = {}
-    for v in values:
-        try:
-            obj = json.loads(v) if isinstance(v, str) else None
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            return {v: f"{name}={v}" for v in values}
-        parsed[v] = _flat(obj)
-    keys = sorted({k for f in parsed.values() for k in f})
-    differ = [k for k in keys if len({json.dumps(f.get(k)) for f in parsed.values()}) > 1]
-    return {v: _entries(name, f, differ, sep) or f"{name}={v}" for v, f in parsed.items()}
-
-
-def _entries(name: str, flat: dict[str, object], keys: list[str], sep: str) -> str:
-    """`name.key=value` for the keys set (all of them when none is)."""
-    set_ = [k for k in keys if flat.get(k) is not None] or keys
-    return sep.join(f"{name}.{k}={flat.get(k)}" for k in set_)
 
 
 def width_axis(ax, widths: list[int]) -> None:

@@ -14,24 +14,13 @@ import json
 
 import pandas as pd
 
+from mutransfer.analysis.groups import flat_paths
 from mutransfer.results.schema import stored_config
 
 # Config paths the analysis reads as its own columns (width, lr, seed, parameterization,
 # optimizer): they may differ between the sweeps of one folder, as cells of one grid do.
 AXIS_PATHS = frozenset({"width", "train.lr", "train.seed", "param.name", "train.optimizer"})
 SHOWN = 3  # differing settings named in the note
-
-
-def _flat(config: dict, prefix: str = "") -> dict[str, str]:
-    """Dotted path -> the value as JSON text, for every leaf of a stored config."""
-    out: dict[str, str] = {}
-    for key, value in config.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{path}."))
-        else:
-            out[path] = json.dumps(value, sort_keys=True, default=str)
-    return out
 
 
 def differing_settings(trials: pd.DataFrame) -> list[tuple[str, list[str]]]:
@@ -46,8 +35,8 @@ def differing_settings(trials: pd.DataFrame) -> list[tuple[str, list[str]]]:
         if doc is None:
             continue
         seen = per_sweep.setdefault(name, {})
-        for path, value in _flat(doc).items():
-            seen.setdefault(path, set()).add(value)
+        for path, value in flat_paths(doc).items():  # compared as JSON text
+            seen.setdefault(path, set()).add(json.dumps(value, sort_keys=True, default=str))
     if len(per_sweep) < 2:
         return []
     skip = AXIS_PATHS | set(trials.columns)
