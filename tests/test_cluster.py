@@ -177,3 +177,20 @@ def test_a_driver_here_reaches_a_token_cluster_with_only_its_token_set(
     assert main(["sweep", str(path), "--address", cluster.gcs, "--no-analysis"]) == 0, \
         capsys.readouterr()
     assert "ran 2 trials" in capsys.readouterr().out
+
+
+def test_a_driver_here_refuses_a_trial_no_node_of_the_cluster_could_hold(
+        tmp_path, cluster_env: Cluster, capsys):
+    """This machine's memory is not the cluster's: a run with --address is held to the
+    largest node's (Ray's memory and object store there), in one line, before any trial,
+    and the results folder it would have created is not left behind. Before, the trial
+    started and failed on a node as it built its model."""
+    deep = {"n_layer": 10**8, "d_state": 4, "base_width": 16}  # terabytes of weights
+    path = write_sweep(tmp_path, "deep", {"width": [16], "lr": [0.01]}, tmp_path / "results",
+                       steps=2, resources=ONE_CPU, model=deep)
+    rc = main(["sweep", str(path), "--address", cluster_env.gcs, "--no-analysis"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
+    assert "width 16, n_layer 100000000: the model does not fit in memory" in err
+    assert "the largest of the cluster's 2 node(s) has" in err
+    assert not (tmp_path / "results").exists()

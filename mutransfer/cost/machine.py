@@ -24,21 +24,23 @@ def memory_bytes() -> int | None:
         return None
 
 
-def beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
+def beyond_memory(config: dict[str, Any], memory: float | None,
+                  where: str = "this machine") -> str | None:
     """Why the trial `config` (a dict as TrialConfig dumps it) cannot fit in `memory` bytes,
-    in words ("its weights, ... take 320 GB, this machine has 25 GB"); None where it may, or
-    where its model is a user factory (the cost model counts the built-in ones only)."""
+    in words ("its weights, ... take 320 GB, this machine has 25 GB"; `where` names what has
+    the memory); None where it may, or where its model is a user factory (the cost model
+    counts the built-in ones only)."""
     if memory is None or config.get("model", {}).get("arch", "mamba") not in BUILTIN_ARCHS:
         return None
     need = estimate_config(config, "cpu").weights_bytes
     if need <= memory:
         return None
     return (f"the model does not fit in memory: its weights, gradients and optimizer state "
-            f"take {need / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
+            f"take {need / 1e9:,.0f} GB, {where} has {memory / 1e9:,.0f} GB")
 
 
 def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str],
-                        memory: int | None) -> str | None:
+                        memory: float | None, where: str = "this machine") -> str | None:
     """Why one batch cannot fit in `memory` bytes: its token ids alone, as the loader draws
     them (int64, batch_size x (seq_len + 1)), a bound from below on what a step holds
     (before, numpy's MemoryError traceback once the data had loaded); None where it may.
@@ -47,13 +49,14 @@ def batch_beyond_memory(batch_size: int, seq_len: int, names: tuple[str, str],
     if memory is None or ids <= memory:
         return None
     return (f"{names[0]} {batch_size} x {names[1]} {seq_len}: one batch's token ids alone "
-            f"take {ids / 1e9:,.0f} GB, this machine has {memory / 1e9:,.0f} GB")
+            f"take {ids / 1e9:,.0f} GB, {where} has {memory / 1e9:,.0f} GB")
 
 
-def trial_beyond_memory(config: dict[str, Any], memory: int | None) -> str | None:
-    """Why the trial `config` (a dict as TrialConfig dumps it) cannot fit in `memory` bytes:
-    its model (beyond_memory), else one batch of its train section."""
+def trial_beyond_memory(config: dict[str, Any], memory: float | None,
+                        where: str = "this machine") -> str | None:
+    """Why the trial `config` (a dict as TrialConfig dumps it) cannot fit in `memory` bytes
+    (of `where`): its model (beyond_memory), else one batch of its train section."""
     train = config.get("train", {})
-    return beyond_memory(config, memory) or batch_beyond_memory(
+    return beyond_memory(config, memory, where) or batch_beyond_memory(
         int(train.get("batch_size", 1)), int(train.get("seq_len", 1)),
-        ("train.batch_size", "train.seq_len"), memory)
+        ("train.batch_size", "train.seq_len"), memory, where)

@@ -4,7 +4,7 @@ memory with a margin, and a trial that cannot fit (on one GPU, or in the fixed s
 file gives it) is refused before the sweep starts, naming the width and the estimate.
 Ray does not enforce GPU memory: a wrong share is an out-of-memory crash hours in. A CPU trial
 run on this machine that its memory could never hold is refused the same way
-(mutransfer/cost/machine.py)."""
+(mutransfer/cost/machine.py), and on a cluster one that its largest node could never hold."""
 
 from __future__ import annotations
 
@@ -50,7 +50,12 @@ def check_fit(res: Resources, configs: list[dict[str, Any]]) -> None:
 def check_fits_here(configs: list[dict[str, Any]]) -> None:
     """UserError (one line) for the first CPU trial this machine's memory cannot hold, its
     model or one batch (a run on this machine; a GPU trial's share is check_fit's)."""
-    memory = memory_bytes()
+    check_fits_in(configs, memory_bytes(), "this machine")
+
+
+def check_fits_in(configs: list[dict[str, Any]], memory: float | None, where: str) -> None:
+    """UserError (one line) for the first CPU trial that `memory` bytes (of `where`: this
+    machine, or a cluster's largest node) cannot hold, its model or one batch."""
     seen: set[tuple[int, str]] = set()
     for config in configs:
         train = config.get("train", {})
@@ -60,7 +65,7 @@ def check_fits_here(configs: list[dict[str, Any]]) -> None:
         if key in seen or regime_of(config) != "cpu":
             continue
         seen.add(key)
-        why = trial_beyond_memory(config, memory)
+        why = trial_beyond_memory(config, memory, where)
         if why:
             depth = config.get("model", {}).get("n_layer")
             raise UserError(f"width {key[0]}" + (f", n_layer {depth}" if depth else "")

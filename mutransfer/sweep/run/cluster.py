@@ -41,11 +41,13 @@ def quiet_ray_env() -> None:
 
 @dataclass
 class Capacity:
-    """The largest CPU and GPU amounts any one alive node offers, and how many nodes."""
+    """The largest CPU and GPU amounts and memory any one alive node offers, and how many
+    nodes."""
 
     cpus: float
     gpus: float
     nodes: int
+    memory: float | None = None  # bytes: Ray's `memory` and object store of the node
 
 
 def is_remote_address(address: str | None) -> bool:
@@ -308,4 +310,8 @@ def capacity(ray) -> Capacity:
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     cpus = max((n["Resources"].get("CPU", 0.0) for n in nodes), default=0.0)
     gpus = max((n["Resources"].get("GPU", 0.0) for n in nodes), default=0.0)
-    return Capacity(cpus, gpus, len(nodes))
+    # what Ray found free on a node when it started, split between its tasks' heap
+    # (`memory`) and the object store: a trial's process can use no more than their sum
+    memory = max((n["Resources"].get("memory", 0.0) + n["Resources"].get(
+        "object_store_memory", 0.0) for n in nodes), default=0.0)
+    return Capacity(cpus, gpus, len(nodes), memory or None)

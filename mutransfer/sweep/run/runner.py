@@ -19,7 +19,7 @@ from mutransfer.results.fs import join
 from mutransfer.results.schema import axis_types
 from mutransfer.results.store import Store
 from mutransfer.sweep.plan.cells import Plan
-from mutransfer.sweep.plan.packing import gpus_for
+from mutransfer.sweep.plan.packing import check_fits_in, gpus_for
 from mutransfer.sweep.run.cluster import (
     Capacity,
     check_nodes_see,
@@ -106,6 +106,12 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
     with ray_session(options.address, options.num_cpus, options.num_gpus) as cap:
         resources = ResourcesFor(plan, work)
         resources.check(cap)
+        if options.address not in (None, "local"):  # a run here: checked before Ray started
+            try:
+                check_fits_in([u.config for u in [*work.cells, *work.groups]], cap.memory,
+                              f"the largest of the cluster's {cap.nodes} node(s)")
+            except UserError as exc:
+                raise UserError(f"{plan.source}: {exc}") from None
         if is_remote_address(options.address):
             check_nodes_see(store.location)
         # a strategy that decides as it goes knows no total up front (its searcher reports)
