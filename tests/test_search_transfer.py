@@ -16,6 +16,7 @@ import pytest
 from mutransfer.analysis_defaults import FIT_WINDOW
 from mutransfer.sweep.plan.cells import Cell
 from mutransfer.sweep.plan.spec import Search
+from mutransfer.sweep.run.driver import prepare
 from mutransfer.sweep.search.families import families_of
 from mutransfer.sweep.search.transfer.decisions import (
     SETTLE_OCTAVES,
@@ -564,3 +565,15 @@ def test_the_checks_transfer_stage_runs_every_seed_at_every_lr_unless_told():
     assert Search(**sweep["search"]).seed_tolerance is None
     told = CheckSpec(**base, check={"search": {"window": 3, "seed_tolerance": 0.02}}).sweep()
     assert Search(**told["search"]).seed_tolerance == 0.02
+
+
+def test_a_familys_label_names_a_param_axis_by_the_entries_that_differ():
+    """The search's log lines (`... width 64: lr* ...`) label a family as the analysis's
+    tables do: a `param` axis of whole entries by what differs between them, plain axes by
+    their value."""
+    plan = prepare("sweeps/depth_rule.yaml", check_data=False)
+    labels = {f.label for f in families_of(plan.cells)}
+    assert "mup_ssm, model.n_layer=4, param.depth=completep" in labels
+    assert ("mup_ssm, model.n_layer=16, param.depth=completep, "
+            "param.depth_exponents.hidden.lr_adam=0.375") in labels
+    assert not any("{" in label for label in labels)

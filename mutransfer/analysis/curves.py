@@ -10,10 +10,11 @@ from matplotlib.colors import Normalize
 
 from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
-from mutransfer.analysis.groups import Prepared, as_key, family_label
-from mutransfer.analysis.plotstyle import pad_limits, plt, save
+from mutransfer.analysis.groups import Prepared, as_key, axis_values, family_label
+from mutransfer.analysis.plotstyle import fit_suptitle, pad_limits, plt, save
 
 LINE_STYLE = {TRAINED: "-", PARTIAL: ":", DIVERGED: "--"}
+TITLE_CHARS = 36  # characters of a panel title's line that fit a panel at 8 points
 
 
 def cell_curves(prep: Prepared, cells: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +61,12 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
     norm = Normalize(log2_lrs.min(), log2_lrs.max() if np.ptp(log2_lrs) else log2_lrs.min() + 1)
     cmap = plt.get_cmap("plasma")
     lo, hi = curve_limits(curves)
-    title_lines = 2 + len(a.axes)  # parameterization, each extra axis, width
+    # one line per axis (a `param` axis: per entry that differs): long names fit
+    among = axis_values(a.cells, a.axes)
+    titles = {fam: family_label(fam, a.axes, sep="\n", among=among) for fam in fams}
+    title_lines = 1 + max(t.count("\n") + 1 for t in titles.values())  # and the width
+    longest = max(len(line) for t in titles.values() for line in t.split("\n"))
+    title_size = min(8.0, 8.0 * TITLE_CHARS / longest)  # a long entry would reach the next
     fig, axes = plt.subplots(len(fams), len(widths), squeeze=False, sharex=True, sharey=True,
                              figsize=(2.6 * len(widths) + 1.2,
                                       (1.9 + 0.15 * title_lines) * len(fams) + 0.8),
@@ -76,10 +82,10 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                             ls=LINE_STYLE[c["status"].iloc[0]],
                             color=cmap(norm(a.choice.coord(np.array([lr]))[0])))
             ax.set_ylim(lo, hi)
-            title = family_label(fam, a.axes, sep="\n")  # one line per axis: long names fit
+            title = titles[fam]
             wname = a.scale_name("width")
             ax.set_title(f"{title}\n{wname} {w}" if a.axes else f"{title}, {wname} {w}",
-                         fontsize=8)
+                         fontsize=title_size)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
             if i == len(fams) - 1:
@@ -90,6 +96,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                        pad=0.02)
     bar.set_label("learning rate (log2)" if a.choice.target == "lr" else
                   f"{a.choice.target_label}" + (" (log2)" if a.choice.log else ""))
-    fig.suptitle("Training curves (mean over seeds; dotted: some seeds diverged, mean of the "
-                 "rest; dashed: all diverged; clipped at the top)")
+    fit_suptitle(fig, ["Training curves (mean over seeds)",
+                       "dotted: some seeds diverged (mean of the rest); dashed: all diverged; "
+                       "clipped at the top"])
     return save(fig, path)

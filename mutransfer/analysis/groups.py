@@ -193,12 +193,25 @@ def short_axis_name(name: str) -> str:
     return WIDTH if name == WIDTH_AXIS else name.removeprefix(OVERRIDE_PREFIX)
 
 
-def family_label(key: tuple, axes: list[str], sep: str = ", ") -> str:
+def family_label(key: tuple, axes: list[str], sep: str = ", ",
+                 among: dict[str, list] | None = None) -> str:
     """`mup` or `mup, optimizer=sgd, model.zero_real_fraction=0.1` (one line per part with
-    sep="\n", for panel titles)."""
+    sep="\n", for panel titles). `among`: each axis's values in the store (axis_values); a
+    JSON object's value (a `param` axis of whole entries) then gives only the entries that
+    differ among them (compact_values: `param.depth=completep`), as in every figure."""
     parts = [str(key[0])]
-    parts += [f"{short_axis_name(name)}={value}" for name, value in zip(axes, key[1:])]
+    for name, value in zip(axes, key[1:]):
+        short = short_axis_name(name)
+        values = among.get(name) if among else None
+        parts.append(compact_values(short, values, sep).get(value, f"{short}={value}")
+                     if values else f"{short}={value}")
     return sep.join(parts)
+
+
+def axis_values(df: pd.DataFrame, cols: list[str]) -> dict[str, list]:
+    """Each of `cols`' values in `df` (the cells table: every family of the store), for the
+    labels' compaction (family_label, compact_values), so that one store's labels agree."""
+    return {c: list(df[c].unique()) for c in cols if c in df}
 
 
 def flat_paths(doc: dict, prefix: str = "") -> dict[str, object]:
@@ -216,26 +229,54 @@ def flat_paths(doc: dict, prefix: str = "") -> dict[str, object]:
 def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[object, str]:
     """`name=value` per value of an axis; a JSON object's value (e.g. a `param` axis of whole
     parameterization entries) gives only the entries that differ among `values` (null,
-    empty and missing count as equal): `param.depth=completep`, not the whole object; `sep`
-    joins the entries."""
+    empty and missing count as equal; "unset", an axis part of the store does not set, as
+    an object with no entries): `param.depth=completep`, not the whole object; `sep` joins
+    the entries."""
+    differ = _differing(values)
+    if differ is None:
+        return {v: f"{name}={v}" for v in values}
+    parsed, keys = differ
+    return {v: (_entries(f"{name}.", parsed[v], keys, sep) if v in parsed else "")
+            or f"{name}={v}" for v in values}
+
+
+def compact_cells(values: list[object], sep: str = ", ") -> dict[object, str]:
+    """A table cell per value of an axis (its column header names the axis): the value as
+    text, or of a JSON object only the entries that differ among `values` as in
+    compact_values: `depth=completep`."""
+    differ = _differing(values)
+    if differ is None:
+        return {v: str(v) for v in values}
+    parsed, keys = differ
+    return {v: (_entries("", parsed[v], keys, sep) if v in parsed else "") or str(v)
+            for v in values}
+
+
+def _differing(values: list[object]) -> tuple[dict[object, dict], list[str]] | None:
+    """(the flattened entries of each JSON object among `values`, the entry paths that differ
+    between them), or None when a value is neither a JSON object nor "unset"."""
     parsed = {}
     for v in values:
+        if v == UNSET:
+            continue
         try:
             obj = json.loads(v) if isinstance(v, str) else None
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
-            return {v: f"{name}={v}" for v in values}
+            return None
         parsed[v] = {k: x for k, x in flat_paths(obj).items() if x != {}}
-    keys = sorted({k for f in parsed.values() for k in f})
-    differ = [k for k in keys if len({json.dumps(f.get(k)) for f in parsed.values()}) > 1]
-    return {v: _entries(name, f, differ, sep) or f"{name}={v}" for v, f in parsed.items()}
+    if not parsed:
+        return None
+    flats = [*parsed.values(), *([{}] if UNSET in values else [])]
+    keys = sorted({k for f in flats for k in f})
+    return parsed, [k for k in keys if len({json.dumps(f.get(k)) for f in flats}) > 1]
 
 
-def _entries(name: str, flat: dict[str, object], keys: list[str], sep: str) -> str:
-    """`name.key=value` for the keys set (all of them when none is)."""
+def _entries(prefix: str, flat: dict[str, object], keys: list[str], sep: str) -> str:
+    """`prefix` + `key=value` for the keys set (all of them when none is)."""
     set_ = [k for k in keys if flat.get(k) is not None] or keys
-    return sep.join(f"{name}.{k}={flat.get(k)}" for k in set_)
+    return sep.join(f"{prefix}{k}={flat.get(k)}" for k in set_)
 
 
 def as_key(value: object) -> tuple:

@@ -14,7 +14,13 @@ from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
-from mutransfer.analysis.groups import as_key, compact_values, short_axis_name
+from mutransfer.analysis.groups import (
+    as_key,
+    axis_values,
+    compact_values,
+    family_label,
+    short_axis_name,
+)
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
     dodge,
@@ -42,8 +48,9 @@ def value_text(a: Analysis, col: str, value: object, sep: str = ", ") -> str:
 
 
 def family_text(a: Analysis, key: tuple, cols: list[str], sep: str = ", ") -> str:
-    """The parameterization, then `axis=value` for each of `cols` (the key's other parts)."""
-    return sep.join([str(key[0]), *(value_text(a, c, v, sep) for c, v in zip(cols, key[1:]))])
+    """The parameterization, then `axis=value` for each of `cols` (the key's other parts),
+    compacted among the store's values as the printed tables are (groups.family_label)."""
+    return family_label(key, cols, sep, axis_values(a.cells, cols))
 
 
 def families(a: Analysis, df: pd.DataFrame, sep: str = ", ") -> list[tuple[str, pd.DataFrame]]:
@@ -94,12 +101,19 @@ def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> None:
         ax.plot(x, np.full(len(x), y), marker, ls="", clip_on=False, zorder=4, **kw)
 
 
-def _fitted_curve(ax, o: pd.Series, window: float, top: float, color) -> None:
-    """The curve lr* was fitted to, dashed, across its window."""
-    if not np.isfinite(o["curvature"]):
+def _fitted_curve(ax, o: pd.Series, window: float, top: float, color,
+                  trained: np.ndarray) -> None:
+    """The curve lr* was fitted to, dashed, across its window but only between the outermost
+    LRs that trained at this width (`trained`): never extrapolated past them (a transfer
+    search ran 3-6 LRs at a width, and the curve was drawn across the whole window)."""
+    trained = np.log2(np.asarray(trained, float))
+    if not np.isfinite(o["curvature"]) or not len(trained):
         return
     v = math.log2(o["lr_opt"])
-    x = np.linspace(v - window, v + window, 80)
+    lo, hi = max(v - window, trained.min()), min(v + window, trained.max())
+    if hi <= lo:
+        return
+    x = np.linspace(lo, hi, 80)
     y = o["loss_at_opt"] + o["curvature"] * (x - v) ** 2
     keep = y <= top
     ax.plot(2.0 ** x[keep], y[keep], "--", lw=0.9, color=color, alpha=0.8, zorder=2)
@@ -148,7 +162,7 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
             if choice.log:  # a linear target's curve lives in grid steps: not redrawn
-                _fitted_curve(ax, o.iloc[0], window, top, color)
+                _fitted_curve(ax, o.iloc[0], window, top, color, lr[ok])
             _star(ax, o.iloc[0], top, color)
     if choice.log:
         log2_axis(ax, "x", cells["lr"].to_numpy())
@@ -181,10 +195,11 @@ def _data_ticks(ax, lo: float, hi: float) -> None:
 
 def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     """A panel per family, a line per width through the LRs where every seed trained; stars at
-    lr* and the curve it was fitted to (dashed, across its window), partially diverged LRs as
-    hollow diamonds (mean of the seeds that trained); in a strip above the data (a row per
-    width) diverged LRs as x and LRs above the y range as triangles, in a strip below it LRs
-    not run at a width as ticks and LRs stopped early as hollow down-triangles."""
+    lr* and the curve it was fitted to (dashed, across its window between the outermost LRs
+    that trained at that width), partially diverged LRs as hollow diamonds (mean of the seeds
+    that trained); in a strip above the data (a row per width) diverged LRs as x and LRs
+    above the y range as triangles, in a strip below it LRs not run at a width as ticks and
+    LRs stopped early as hollow down-triangles."""
     fams = families(a, a.cells, sep="\n")  # one line per axis in the titles: long names fit
     opt_by = dict(families(a, a.lr_opt, sep="\n"))
     colors = width_colors(a.widths)

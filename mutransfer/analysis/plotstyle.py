@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -87,6 +88,18 @@ def place_legend(ax, handles: list, **kw) -> None:
                   ncols=1 if max(len(t) for t in labels) > 40 else 2, **kw)
     else:
         ax.legend(handles=handles, **kw)
+
+
+def fit_suptitle(fig, parts: list[str], **kw):
+    """The figure's title, a line per part, each part wrapped at word boundaries until no
+    line is wider than the figure (a long title ran off it)."""
+    title = fig.suptitle("\n".join(parts), **kw)
+    renderer = fig.canvas.get_renderer()
+    chars = max(len(p) for p in parts)
+    while title.get_window_extent(renderer).width > fig.bbox.width and chars > 16:
+        chars = int(chars * 0.9)
+        title.set_text("\n".join(textwrap.fill(p, chars) for p in parts))
+    return title
 
 
 def pad_limits(lo: float, hi: float, frac: float = 0.05) -> tuple[float, float]:

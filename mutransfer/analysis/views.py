@@ -12,7 +12,7 @@ import pandas as pd
 
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL
 from mutransfer.analysis.core import Analysis
-from mutransfer.analysis.groups import as_key, family_label
+from mutransfer.analysis.groups import as_key, axis_values, compact_cells, family_label
 from mutransfer.analysis.optimum import lr_ranges
 
 MISSING = "-"
@@ -51,8 +51,16 @@ def _finite(x: object) -> bool:
 
 
 def _family(a: Analysis, df: pd.DataFrame) -> dict[str, list[str]]:
+    return _columns(a, df, a.family_cols)
+
+
+def _columns(a: Analysis, df: pd.DataFrame, cols: list[str]) -> dict[str, list[str]]:
+    """The family columns `cols` of `df` as text, headed by their names; a JSON object's
+    value (a `param` axis of whole entries) by the entries that differ among the store's
+    values (`depth=completep`; groups.compact_cells): the stored tables keep the whole."""
     names = a.column_names()
-    return {names.get(c, c): [str(v) for v in df[c]] for c in a.family_cols}
+    texts = {c: compact_cells(v) for c, v in axis_values(a.cells, cols).items()}
+    return {names.get(c, c): [texts.get(c, {}).get(v, str(v)) for v in df[c]] for c in cols}
 
 
 def _w(a: Analysis) -> str:
@@ -216,14 +224,14 @@ def flagged_cells(a: Analysis) -> list[str]:
                  ((status == NOT_RUN) & ~stopped, "not run"))
         parts = [f"{what} {lr_ranges(lrs, mask)}" for mask, what in masks if mask.any()]
         if parts:
-            lines.append(f"{family_label(key[:-1], a.axes)}, {_w(a)} {key[-1]}: "
+            label = family_label(key[:-1], a.axes, among=axis_values(a.cells, a.axes))
+            lines.append(f"{label}, {_w(a)} {key[-1]}: "
                          + "; ".join(parts))
     return lines
 
 
 def _pool(a: Analysis, df: pd.DataFrame) -> dict[str, list[str]]:
-    names = a.column_names()
-    return {names.get(c, c): [str(v) for v in df[c]] for c in a.prepared.pool_cols}
+    return _columns(a, df, a.prepared.pool_cols)
 
 
 def _others(a: Analysis, df: pd.DataFrame) -> list[str]:

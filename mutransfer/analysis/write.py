@@ -73,7 +73,9 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                              else f"Loss against {a.choice.target}",
                              "Seed-adjusted mean final eval loss at each LR, a line per width "
                              "through the LRs where every seed trained. Stars: fitted lr* "
-                             "(hollow when on the grid edge); hollow diamonds: some seeds "
+                             "(hollow when on the grid edge); dashed: the curve it was fitted to, "
+                             "drawn between the outermost LRs that trained at that width; "
+                             "hollow diamonds: some seeds "
                              "diverged (mean of the others; not fitted). In the strip above the "
                              "dotted line, a row per width: x, every seed diverged; "
                              "triangles, trained but above the y range. In the strip below: "
