@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mutransfer.analysis.checkverdict import decide
-from mutransfer.commands.check import parse_budget
+from mutransfer.commands.check_plan import Budget, parse_budget
 from mutransfer.commands.check_spec import CheckSpec
 from mutransfer.errors import UserError
 
@@ -266,15 +266,15 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
                                       "tolerance": 0.25})
     pre = {"steps": 60}
     calls = []
-    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    r = check._transfer_stage(spec, tmp_path, pre, Budget(), None, time.time(), 0)
     assert calls == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]] and r.rounds == 3
     assert not r.stopped and r.seeds == [0, 1, 2, 3, 4, 5]
     # 1,000 trial-steps hold the first round (10 trials x 60 steps) but not a second
     calls = []
-    r = check._transfer_stage(spec, tmp_path, pre, check.Budget(steps=1000), None, time.time(),
+    r = check._transfer_stage(spec, tmp_path, pre, Budget(steps=1000), None, time.time(),
                               0)
     assert calls == [[0, 1]] and r.stopped == "1,000 trial-steps" and r.rounds == 1
     calls = []
     small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})
-    r = check._transfer_stage(small, tmp_path, pre, check.Budget(), None, time.time(), 0)
+    r = check._transfer_stage(small, tmp_path, pre, Budget(), None, time.time(), 0)
     assert len(calls) == 2 and r.stopped == "4 seeds"

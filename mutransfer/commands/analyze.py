@@ -44,7 +44,8 @@ def analysis_from_args(args):
     absolute_location(args.results_dir)  # a symlink loop, a name too long: one line
     if Path(args.results_dir).is_file():  # named as such, not as the --out it would imply
         raise UserError(f"{args.results_dir}: a file, not a results folder")
-    check_output_dir(args.out or analysis_dir(args.results_dir))  # before the analysis
+    # before the analysis; --out '' refused as written, not read as no --out
+    check_output_dir(args.out if args.out is not None else analysis_dir(args.results_dir))
     return analyze(args.results_dir, fit_window=args.fit_window,
                    target=getattr(args, "target", None), scale=getattr(args, "scale", None))
 

@@ -36,11 +36,17 @@ def add_arguments(p, name: str) -> None:
 
 def _trial_config(data: str):
     """A TrialConfig for `stdlib` or a YAML file (a trial config, or a data config)."""
+    from pathlib import Path
+
     from mutransfer.config import TrialConfig
     from mutransfer.configbase import read_yaml, validate
+    from mutransfer.errors import UserError
 
     if data == "stdlib":
         return TrialConfig(data={"source": "stdlib"})
+    if not Path(data).exists():  # before: 'pink: no such file', as if only files were taken
+        raise UserError(f"--data {data}: neither {', '.join(SIGNALS)} nor stdlib, and no such "
+                        f"file")
     raw = read_yaml(data)
     if "source" in raw:  # a data config alone
         raw = {"data": raw}

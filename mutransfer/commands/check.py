@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutransfer.commands.check_plan import (
+    Budget,
+    Checked,
+    check_transfer_data,
+    checked,
+    seed_text,
+)
 from mutransfer.errors import UserError
 
 EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
@@ -48,67 +54,6 @@ def add_arguments(p, name: str) -> None:
                    help="CPUs of the local Ray")
 
 
-@dataclass
-class Budget:
-    steps: int | None = None
-    minutes: float | None = None
-
-
-def parse_budget(text: str | None) -> Budget:
-    if text is None:
-        return Budget()
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(m|min)?\s*", text)
-    if not m or float(m.group(1)) <= 0:
-        raise UserError(f"--budget {text}: give trial-steps (e.g. 20000) or minutes (e.g. 10m)")
-    if m.group(2):
-        return Budget(minutes=float(m.group(1)))
-    if not m.group(1).isdigit():
-        raise UserError(f"--budget {text}: trial-steps is a whole number (e.g. 20000); "
-                        "minutes take an m (e.g. 10.5m)")
-    return Budget(steps=int(m.group(1)))
-
-
-def _trial_configs(spec):
-    """Validated TrialConfigs of the coordinate stage (one per width and seed)."""
-    from mutransfer.config import TrialConfig
-    from mutransfer.configbase import validate
-    from mutransfer.coord.settings import DEFAULT_LR
-
-    c = spec.check.coord
-    opt = spec.train.get("optimizer", "adamw")
-    lr = c.lr or DEFAULT_LR["sgd" if opt == "sgd" else "adam"]
-    out = []
-    for width in spec.check.widths:
-        for seed in c.seeds:
-            data = spec.trial(width, lr=lr, seed=seed, grad_clip=None, batch_size=c.batch_size,
-                              seq_len=c.seq_len, warmup=0, schedule="constant")
-            out.append(validate(TrialConfig, data, source=spec.name))
-    return out, lr
-
-
-def _batch_beyond_memory(spec, coord, coord_only: bool) -> str | None:
-    """Why a batch of the coordinate stage (`coord`: one of its trial configs) or of the
-    transfer stage (unless `coord_only`) cannot fit in this machine's memory, before any data
-    loads (before: numpy's MemoryError traceback at the first batch). A train section that
-    does not validate is left to the transfer stage's plan, which names its field."""
-    from pydantic import ValidationError
-
-    from mutransfer.config import TrainConfig
-    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
-
-    memory = memory_bytes()
-    why = batch_beyond_memory(coord.train.batch_size, coord.train.seq_len,
-                              ("check.coord.batch_size", "check.coord.seq_len"), memory)
-    if why or coord_only:
-        return why
-    try:
-        train = TrainConfig.model_validate(spec.train)
-    except ValidationError:
-        return None
-    return batch_beyond_memory(train.batch_size, train.seq_len,
-                               ("train.batch_size", "train.seq_len"), memory)
-
-
 def _settings_key(spec, lr: float) -> str:
     return json.dumps({"trial": spec.trial(0), "coord": spec.check.coord.model_dump(),
                        "widths": spec.check.widths, "lr": lr, "measures": "params"},
@@ -116,78 +61,28 @@ def _settings_key(spec, lr: float) -> str:
 
 
 def run(args) -> int:
-    from mutransfer.commands.check_spec import load_check
-    from mutransfer.commands.outputs import check_output_dir
-
-    spec = load_check(args.file)
-    out = Path(args.out) if args.out is not None else spec.out
-    if args.out is not None:
-        spec = spec.model_copy(update={"storage": str(out)})
-    budget = parse_budget(args.budget)
-    check_output_dir(args.out if args.out is not None else out)  # '' as written, not '.'
-    configs, lr = _trial_configs(spec)
-    why = _batch_beyond_memory(spec, configs[0], args.coord_only)
-    if why:
-        raise UserError(f"{args.file}: {why}")
+    c = checked(args.file, args.out, args.budget, args.coord_only)
     try:
-        plan = _preflight(spec, configs, budget, args.coord_only, args.file)
-        return _run(spec, out, configs, lr, plan, budget, args)
+        pre = _preflight(c)
+        return _run(c.spec, c.out, c.configs, c.lr, pre, c.budget, args)
     except SystemExit as exc:  # the model's code (its forward, mid-run): never a silent PASS
-        raise UserError(f"model.arch {spec.model.get('arch')}: the model's code called "
+        raise UserError(f"model.arch {c.spec.model.get('arch')}: the model's code called "
                         f"sys.exit({exc.code!r}) before the check's verdict") from None
 
 
-def _preflight(spec, configs, budget: Budget, coord_only: bool, file: str):
-    """Everything that can be refused before a run: the factory (imported and probed at the
-    smallest and largest width), the sweep of the transfer stage, the budget."""
+def _preflight(c: Checked):
+    """What can be refused before a run once the data is there: the factory (imported and
+    probed at the smallest and largest width) and the data of the transfer stage's trials."""
     from mutransfer.data import load_data
     from mutransfer.models.factory import probe
-    from mutransfer.sweep.run.driver import check_data_present, prepare
 
-    def in_the_files_terms(step, *args, **kw):
-        try:
-            return step(*args, **kw)
-        except UserError as exc:  # the sweep is ours: name the check file's fields, not its own
-            raise UserError(_check_fields(str(exc), file)) from None
-
-    if not coord_only:  # the file's own mistakes first, before any data loads
-        plan = in_the_files_terms(prepare, spec.sweep(), check_data=False)
-    source = load_data(configs[0].data)
-    for cfg in (configs[0], configs[-1]):
+    source = load_data(c.configs[0].data)
+    for cfg in (c.configs[0], c.configs[-1]):
         probe(cfg, source.spec)
-    if coord_only:
+    if c.plan is None:
         return None
-    from mutransfer.sweep.search.transfer.decisions import TransferSearch
-    in_the_files_terms(check_data_present, plan)  # its sweep has no loggers to check
-    least, _, most = TransferSearch.of_cells(plan.cells, plan.spec.search, {}).bounds()
-    from mutransfer.config import TrialConfig
-
-    steps = TrialConfig.model_validate(plan.cells[0].config).train.total_steps \
-        if plan.cells else 0
-    c = spec.check.coord
-    coord_steps = len(configs) * c.steps
-    max_steps = budget.steps if budget.steps is not None else spec.check.budget.trial_steps
-    what = "--budget" if budget.steps is not None else "check.budget.trial_steps"
-    if max_steps is not None and coord_steps + least * steps > max_steps:
-        raise UserError(f"{what} {max_steps}: too small for one seed set: the check needs "
-                        f"at least "
-                        f"{coord_steps + least * steps:,} trial-steps ({coord_steps} coordinate "
-                        f"+ {least} trials x {steps} steps); raise it, or give fewer widths, "
-                        f"seeds or steps")
-    return {"plan": plan, "least": least, "most": most, "steps": steps}
-
-
-# the transfer stage's sweep fields (CheckSpec.sweep) and the check file's fields they hold
-SWEEP_FIELDS = (("axes.width", "check.widths"), ("axes.lr", "check.lr"),
-                ("axes.seed", "check.seeds"), ("search.", "check.search."))
-
-
-def _check_fields(message: str, file: str) -> str:
-    """A refusal of the transfer stage's sweep, in the check file's own terms."""
-    text = re.sub(r"^sweep: ", f"{file}: ", message)
-    for ours, theirs in SWEEP_FIELDS:
-        text = text.replace(f": {ours}", f": {theirs}", 1)
-    return text
+    check_transfer_data(c.plan, c.file)
+    return {"plan": c.plan, "least": c.least, "most": c.most, "steps": c.steps}
 
 
 def _coord_stage(spec, out: Path, configs, lr: float):
@@ -363,19 +258,13 @@ def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
                     f"stored: run again to resume, or raise check.budget"]
     elif v.verdict == "INCONCLUSIVE" and r.stopped:
         v.reason += f" ({r.stopped}; {r.rounds} round{'s' * (r.rounds > 1)}, seeds "\
-                    f"{_seed_text(r.seeds)})"
+                    f"{seed_text(r.seeds)})"
     elapsed = time.time() - t0
     print(v.text())
     _write(out, spec, v, judged, elapsed, r)
     print(f"wrote {out / 'verdict.json'}, {out / 'report.html'} ({elapsed:.0f} s; "
           f"{r.trials} trials, {r.trial_seconds:.0f} trial-seconds)")
     return EXIT[v.verdict]
-
-
-def _seed_text(seeds: list[int] | None) -> str:
-    if not seeds:
-        return "-"
-    return f"{min(seeds)}-{max(seeds)}" if len(seeds) > 1 else str(seeds[0])
 
 
 def _write(out: Path, spec, v, judged, elapsed: float, r: Rounds) -> None:

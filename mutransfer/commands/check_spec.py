@@ -102,6 +102,15 @@ class CheckOptions(StrictModel):
             rounds.append(seeds)
         return rounds
 
+    @field_validator("search")
+    @classmethod
+    def _transfer_search(cls, value: dict[str, Any]) -> dict[str, Any]:
+        kind = value.get("kind", "transfer")
+        if kind != "transfer":  # before: "search: seed_tolerance is an option of kind ..."
+            raise ValueError(f"kind {kind}: the check's search is a transfer search; give "
+                             f"only its options (e.g. window), or leave out kind")
+        return value
+
     @field_validator("widths")
     @classmethod
     def _widths(cls, value: list[int]) -> list[int]:
@@ -114,8 +123,17 @@ class CheckOptions(StrictModel):
 
 class CheckSpec(RunSpec):
     check: CheckOptions = CheckOptions()
-    storage: str | None = None  # default results/check/NAME
+    storage: str | None = Field(None, min_length=1)  # default results/check/NAME
     cpus_per_trial: float = Field(1.0, gt=0)
+
+    @field_validator("storage")
+    @classmethod
+    def _a_local_folder(cls, value: str | None) -> str | None:
+        """Before: '' was read as no storage (the default folder), a URI as a local path
+        (s3://b/x made a folder s3:, then the transfer stage's Ray ended in a traceback)."""
+        if value is not None:
+            local_folder_problem(value)
+        return value
 
     @property
     def out(self) -> Path:
@@ -140,5 +158,23 @@ class CheckSpec(RunSpec):
                 "resources": {"cpus_per_trial": self.cpus_per_trial, "gpus_per_trial": 0}}
 
 
+def local_folder_problem(value: str) -> None:
+    """ValueError when `value` cannot name the check's output folder: a URI (a check writes its
+    files with the local filesystem), or a path holding a control character (a typo)."""
+    from mutransfer.results.fs import is_uri
+
+    if is_uri(value):
+        raise ValueError(f"{value}: a check writes to a folder on this machine; give a path, "
+                         f"not a URI")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"{value!r} holds a control character; give a path without one")
+
+
 def load_check(path: str | Path) -> CheckSpec:
     return validate(CheckSpec, read_yaml(path), source=str(path))
+
+
+def is_check_file(path: str | Path) -> bool:
+    """Whether `path` is a check file (a top-level `check:` section), not a sweep file or a
+    trial config; a file that does not read (missing, not YAML, not a mapping): UserError."""
+    return "check" in read_yaml(path)

@@ -5,9 +5,9 @@ the devices; each scan backend's output and gradients against the reference loop
 shape, and its time at a typical one (CPU: chunked; CUDA: triton, mamba_ssm when installed,
 chunked), remembering the fastest that passes as what `auto` runs on this device with these
 versions (mutransfer/ops/check.py); the Ray cluster at --address (nodes, CPUs, GPUs and their
-types); that the storage is writable; for a sweep file, that it validates and its data and
-tokenizer are there, and whether its token cache is prepared. Exit 0 when ready, else 2 with
-one line per problem on stderr.
+types); that the storage is writable; for a sweep (or check) file, that it validates and its
+data and tokenizer are there, and whether its token cache is prepared. Exit 0 when ready, else
+2 with one line per problem on stderr.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def add_arguments(p, name: str) -> None:
     from mutransfer.commands.options import cluster_address
 
     p.add_argument("file", nargs="?", default=None,
-                   help="a sweep file: check that it validates, its data and tokenizer, and "
-                        "its token cache")
+                   help="a sweep (or check) file: check that it validates, its data and "
+                        "tokenizer, and its token cache")
     p.add_argument("--address", default=None, type=cluster_address,
                    help="a Ray cluster (HOST:6379, ray://HOST:10001 or auto): list its nodes, "
                         "CPUs and GPUs")
@@ -173,9 +173,11 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
 
     if location is None and sweep is not None:
         try:
+            from mutransfer.commands.check_spec import is_check_file, load_check
             from mutransfer.sweep.plan.spec import load_spec
 
-            location = load_spec(sweep).storage_location
+            location = (str(load_check(sweep).out) if is_check_file(sweep) else
+                        load_spec(sweep).storage_location)
         except UserError:
             location = None  # the sweep file's own check says why
     if location == "":  # not "no --storage": Path("") would check the current folder
@@ -198,15 +200,19 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
 
 
 def sweep_file(r: Report, path: str) -> None:
+    from mutransfer.commands.check_spec import is_check_file
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
     from mutransfer.data.config import DataConfig
     from mutransfer.sweep.run.driver import prepare
 
-    plan = _or_fail(r, "", lambda: prepare(path))
+    kind = _or_fail(r, "", lambda: "check" if is_check_file(path) else "sweep")
+    plan = _or_fail(r, "", lambda: _check_plan(path) if kind == "check" else prepare(path)) \
+        if kind else None
     if plan is None:
         return
-    r.ok(f"{path}: valid, {plan.n_trials} trials; data and tokenizer present")
+    what = "a check file" if kind == "check" else f"{plan.n_trials} trials"
+    r.ok(f"{path}: valid, {what}; data and tokenizer present")
     for raw in plan.data_configs():
         cfg = DataConfig.model_validate(raw)
         if cfg.source not in CACHED_SOURCES:
@@ -217,3 +223,13 @@ def sweep_file(r: Report, path: str) -> None:
         else:
             r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
                  f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")
+
+
+def _check_plan(path: str):
+    """A check file as `mutransfer check` loads it (every refusal before it runs), its data
+    checked: the plan of its transfer stage."""
+    from mutransfer.commands import check_plan
+
+    c = check_plan.checked(path)
+    check_plan.check_transfer_data(c.plan, path)
+    return c.plan

@@ -38,8 +38,17 @@ def add_dashboard(p) -> None:
                         "--address is the same option under its former name")
 
 
+def job_id(value: str) -> str:
+    """A job id: '' asked the Jobs API for its list of every job, which Ray's client then
+    read as one job (a TypeError traceback)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: an empty job id; give the id "
+                                         f"`mutransfer submit` printed")
+    return value
+
+
 def add_arguments(p, name: str) -> None:
-    p.add_argument("job_id", help="the id `mutransfer submit` printed")
+    p.add_argument("job_id", type=job_id, help="the id `mutransfer submit` printed")
     add_dashboard(p)
     if name == "logs":
         p.add_argument("--follow", "-f", action="store_true",

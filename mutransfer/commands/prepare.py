@@ -1,5 +1,5 @@
-"""`mutransfer prepare FILE`: tokenize the data of a sweep file once, into the token cache
-(mutransfer/data/cache.py), before any trial runs. `mutransfer sweep` does the same in its
+"""`mutransfer prepare FILE`: tokenize the data of a sweep (or check) file once, into the token
+cache (mutransfer/data/cache.py), before any trial runs. `mutransfer sweep` does the same in its
 pre-flight when a cache is missing; this command does it ahead (e.g. on a login node, into a
 cache_dir the cluster shares) and says where each cache is."""
 
@@ -9,7 +9,7 @@ import sys
 
 
 def add_arguments(p, name: str) -> None:
-    p.add_argument("file", nargs="+", help="sweep file(s) (YAML)")
+    p.add_argument("file", nargs="+", help="sweep or check file(s) (YAML)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes tokenizing Parquet files side by side (default: the CPUs, "
                         "at most one per file)")
@@ -30,7 +30,7 @@ def run(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1")
     for path in args.file:
-        plan = prepare(path, check_data=False)
+        plan = _plan(prepare, path)
         datas = [d for d in plan.data_configs()
                  if DataConfig.model_validate(d).source in CACHED_SOURCES]
         if not datas:
@@ -53,3 +53,16 @@ def run(args) -> int:
                   f"{human(fp['bytes'])}B -> {human(fp['train_tokens'])} train + "
                   f"{human(fp['eval_tokens'])} eval tokens in {cache.path}")
     return 0
+
+
+def _plan(prepare, path: str):
+    """The plan of a sweep file, or of a check file's transfer stage (its data is the
+    coordinate stage's too), without its data checked (the caches are made here)."""
+    from mutransfer.commands.check_spec import is_check_file
+
+    if not is_check_file(path):
+        return prepare(path, check_data=False)
+    from mutransfer.commands.check_plan import transfer_plan
+    from mutransfer.commands.check_spec import load_check
+
+    return transfer_plan(load_check(path), path)

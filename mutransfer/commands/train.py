@@ -28,12 +28,18 @@ def add_arguments(p, name: str) -> None:
 def load_trial_config(path: str, sets: list[str]):
     from mutransfer.config import TrialConfig
     from mutransfer.configbase import parse_set, read_yaml, set_dotted, validate
+    from mutransfer.errors import UserError
 
     data = read_yaml(path)
+    if not data:  # before: every field at its default, a 200-step trial nobody asked for
+        raise UserError(f"{path}: empty; a trial config sets width, model, param, train and "
+                        f"data (e.g. configs/train.yaml)")
+    if "check" in data:
+        raise UserError(f"{path} is a check file (it has check), not a trial config: run it "
+                        f"with `mutransfer check {path}`, or give `mutransfer train` one "
+                        f"trial's config (e.g. configs/train.yaml)")
     sweep_keys = [k for k in SWEEP_KEYS if k in data]
     if sweep_keys:
-        from mutransfer.errors import UserError
-
         raise UserError(f"{path} is a sweep file (it has {', '.join(sweep_keys)}), not a "
                         f"trial config: run it with `mutransfer sweep {path}`, or give "
                         f"`mutransfer train` one trial's config (e.g. configs/train.yaml)")

@@ -1,5 +1,6 @@
-"""`mutransfer validate FILE` (check a sweep file, its size and its data, count its cells) and
-`mutransfer schema`. A file that `sweep` would refuse fails here too, with the same line."""
+"""`mutransfer validate FILE` (check a sweep file, its size and its data, count its cells; or
+a check file, as `mutransfer check` loads it) and `mutransfer schema`. A file that `sweep` (or
+`check`) would refuse fails here too, with the same line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def add_arguments(p, name: str) -> None:
     from mutransfer.commands.options import add_cost_options, add_max_cells
 
     if name == "validate":
-        p.add_argument("file", nargs="+", help="sweep file(s) (YAML)")
+        p.add_argument("file", nargs="+", help="sweep or check file(s) (YAML)")
         p.add_argument("--no-data", dest="data", action="store_false",
                        help="skip the data check and the loggers' packages (what is only "
                             "on the cluster)")
@@ -33,6 +34,7 @@ def run(args) -> int:
 
         print(json.dumps(json_schema(), indent=2))
         return 0
+    from mutransfer.commands.check_spec import is_check_file
     from mutransfer.commands.options import factory_note
     from mutransfer.sweep.plan.packing import plan_cost
     from mutransfer.sweep.run.driver import prepare
@@ -40,6 +42,9 @@ def run(args) -> int:
     from mutransfer.sweep.search.registry import strategy_for
 
     for path in args.file:
+        if is_check_file(path):
+            _validate_check(path, args)
+            continue
         plan = _checked_plan(prepare, path, args)
         _check_local_store(plan.spec.storage_location)
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
@@ -48,6 +53,24 @@ def run(args) -> int:
               + factory_note(plan, args.import_model))
         print(plan_cost(plan, args.gpu, args.mfu))
     return 0
+
+
+def _validate_check(path: str, args) -> None:
+    """A check file as `mutransfer check` loads it: every refusal it makes before running
+    anything (commands/check_plan.py, `checked`), its data unless --no-data, its user model only
+    with --import; then what it would run (the cost table with --gpu or --mfu)."""
+    from mutransfer.commands import check_plan
+    from mutransfer.commands.options import factory_note
+    from mutransfer.sweep.plan.packing import plan_cost
+
+    c = check_plan.checked(path, max_cells=args.max_cells)
+    if args.data:
+        check_plan.check_transfer_data(c.plan, path)
+    print(f"{path}: ok, a check file -> {c.out}" + ("" if args.data else " (data not checked)")
+          + factory_note(c.plan, args.import_model))
+    print(check_plan.describe(c))
+    if args.gpu or args.mfu:
+        print(plan_cost(c.plan, args.gpu, args.mfu))
 
 
 def _check_local_store(location: str) -> None:
