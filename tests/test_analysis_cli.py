@@ -199,3 +199,16 @@ def test_a_store_with_an_unreadable_part_is_analyzed_with_one_warning_line(tmp_p
     err = capsys.readouterr().err
     assert err.startswith("warning: 1 unreadable parts skipped in ") and "part-0000bad" in err
     assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("command", ["analyze", "plot"])
+def test_a_store_whose_every_trials_part_is_unreadable_says_so_in_one_line(
+        tmp_path, capsys, command):
+    """Not a warning and then "no trials in ...": there are trials, none of them readable."""
+    root = planted_results(tmp_path, [64])
+    for part in (root / "trials").glob("part-*.parquet"):
+        part.write_bytes(part.read_bytes()[:100])  # cut off, as by a full disk
+    assert main([command, str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "every trials part is unreadable" in err, err
+    assert not (root / "analysis").exists()

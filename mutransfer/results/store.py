@@ -344,8 +344,13 @@ class Store:
     def tables(self, include_running: bool = False) -> Tables:
         """Both tables. Steps: the rows of each trial's finished attempt only, unless
         `include_running` (then also rows of attempts that have not finished, e.g. live ones).
-        Unreadable parts are skipped with a warning (the sweep sets them aside)."""
+        Unreadable parts are skipped with a warning (the sweep sets them aside); UserError when
+        every trials part is unreadable."""
         trials, bad_t, foreign_t = self._trial_rows()
+        if bad_t and trials.empty:  # not "no trials": there are some, none of them readable
+            raise UserError(f"{self.location}: every trials part is unreadable ({len(bad_t)}: "
+                            f"{', '.join(bad_t[:3])}{', ...' if len(bad_t) > 3 else ''}); "
+                            f"a sweep re-run sets them aside and runs their cells again")
         steps, bad_s, foreign_s = self._step_rows(include_running)
         if bad_t or bad_s:
             warnings.warn(f"{len(bad_t) + len(bad_s)} unreadable parts skipped in "
