@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
@@ -192,5 +193,6 @@ def test_a_driver_here_refuses_a_trial_no_node_of_the_cluster_could_hold(
     out, err = capsys.readouterr()
     assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
     assert "width 16, n_layer 100000000: the model does not fit in memory" in err
-    assert "the largest of the cluster's 2 node(s) has" in err
+    # 1 or 2 nodes: another test of this module's cluster stops its worker
+    assert re.search(r"the largest of the cluster's [12] node\(s\) has \d+ GB", err), err
     assert not (tmp_path / "results").exists()
