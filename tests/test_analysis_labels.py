@@ -150,3 +150,13 @@ def test_the_training_curves_title_fits_its_figure(tmp_path, monkeypatch):
     for said in ("Training curves", "mean over seeds", "dotted: some seeds diverged",
                  "mean of the rest", "dashed: all diverged", "clipped at the top"):
         assert said in words
+
+
+def test_a_param_axis_of_one_entry_is_named_in_the_header_by_the_entries_it_sets(tmp_path):
+    """`fixed: param={"depth": "completep", "depth_alpha": null, ...}` printed the whole
+    object; a single value has nothing to differ from, so its set entries are given."""
+    fam = Planted("mup_ssm", 2**-7, 0.0, extra={"param": json.dumps(TUNED, sort_keys=True)})
+    a = analyze(write_results(tmp_path, synthetic_tables([fam], [64, 128], LR_GRID, [0, 1])))
+    fixed = [line for line in full_text(a).splitlines() if line.startswith("fixed: ")]
+    assert fixed == ["fixed: param.depth=completep, param.depth_exponents.hidden.lr_adam=0.375, "
+                     "param.name=mup_ssm"], fixed

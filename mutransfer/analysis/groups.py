@@ -252,6 +252,19 @@ def compact_cells(values: list[object], sep: str = ", ") -> dict[object, str]:
             for v in values}
 
 
+def set_entries(name: str, value: object) -> str:
+    """`name=value`; a JSON object's value (a `param` axis of one whole entry) by the entries
+    it sets (not null, not empty): `param.name=mup_ssm, param.depth=completep`."""
+    try:
+        obj = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return f"{name}={value}"
+    flat = {k: x for k, x in flat_paths(obj).items() if x is not None and x != {}}
+    return _entries(f"{name}.", flat, list(flat), ", ") or f"{name}={value}"
+
+
 def _differing(values: list[object]) -> tuple[dict[object, dict], list[str]] | None:
     """(the flattened entries of each JSON object among `values`, the entry paths that differ
     between them), or None when a value is neither a JSON object nor "unset"."""

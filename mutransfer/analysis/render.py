@@ -14,6 +14,7 @@ from mutransfer.analysis import views
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import too_few
 from mutransfer.analysis.fit import WINDOW_STEPS
+from mutransfer.analysis.groups import set_entries
 from mutransfer.analysis.provenance import provenance, sweep_file
 from mutransfer.analysis_defaults import MIN_NOISE_DF
 
@@ -185,7 +186,7 @@ def header_lines(a: Analysis) -> list[str]:
                      f"(the first in the width column of the main tables)"
                      + (f" ({src})" if src else ""))
     if a.fixed:
-        lines.append("fixed: " + ", ".join(f"{k}={v}" for k, v in a.fixed.items()))
+        lines.append("fixed: " + ", ".join(set_entries(k, v) for k, v in a.fixed.items()))
     lines += a.notes
     return lines
 
