@@ -264,17 +264,17 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
     monkeypatch.setattr(check, "_stored_trials", lambda out: (10 * len(calls), 1.0))
     spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8},
                                       "tolerance": 0.25})
-    pre = {"steps": 60}
+    steps = 60  # per trial
     calls = []
-    r = check._transfer_stage(spec, tmp_path, pre, Budget(), None, time.time(), 0)
+    r = check._transfer_stage(spec, tmp_path, steps, Budget(), None, time.time(), 0)
     assert calls == [[0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]] and r.rounds == 3
     assert not r.stopped and r.seeds == [0, 1, 2, 3, 4, 5]
     # 1,000 trial-steps hold the first round (10 trials x 60 steps) but not a second
     calls = []
-    r = check._transfer_stage(spec, tmp_path, pre, Budget(steps=1000), None, time.time(),
+    r = check._transfer_stage(spec, tmp_path, steps, Budget(steps=1000), None, time.time(),
                               0)
     assert calls == [[0, 1]] and r.stopped == "1,000 trial-steps" and r.rounds == 1
     calls = []
     small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})
-    r = check._transfer_stage(small, tmp_path, pre, Budget(), None, time.time(), 0)
+    r = check._transfer_stage(small, tmp_path, steps, Budget(), None, time.time(), 0)
     assert len(calls) == 2 and r.stopped == "4 seeds"

@@ -63,14 +63,14 @@ def _settings_key(spec, lr: float) -> str:
 def run(args) -> int:
     c = checked(args.file, args.out, args.budget, args.coord_only)
     try:
-        pre = _preflight(c)
-        return _run(c.spec, c.out, c.configs, c.lr, pre, c.budget, args)
+        _preflight(c)
+        return _run(c, args)
     except SystemExit as exc:  # the model's code (its forward, mid-run): never a silent PASS
         raise UserError(f"model.arch {c.spec.model.get('arch')}: the model's code called "
                         f"sys.exit({exc.code!r}) before the check's verdict") from None
 
 
-def _preflight(c: Checked):
+def _preflight(c: Checked) -> None:
     """What can be refused before a run once the data is there: the factory (imported and
     probed at the smallest and largest width) and the data of the transfer stage's trials."""
     from mutransfer.data import load_data
@@ -79,10 +79,8 @@ def _preflight(c: Checked):
     source = load_data(c.configs[0].data)
     for cfg in (c.configs[0], c.configs[-1]):
         probe(cfg, source.spec)
-    if c.plan is None:
-        return None
-    check_transfer_data(c.plan, c.file)
-    return {"plan": c.plan, "least": c.least, "most": c.most, "steps": c.steps}
+    if c.plan is not None:
+        check_transfer_data(c.plan, c.file)
 
 
 def _coord_stage(spec, out: Path, configs, lr: float):
@@ -192,11 +190,12 @@ def _stored_trials(out: Path) -> tuple[int, float]:
     return len(t), float(t["wall_time_s"].sum())
 
 
-def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
+def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int | None,
                     started: float, coord_steps: int) -> Rounds:
     """The equivalence test, sequentially: each round adds a seed set and resumes the
     search; it stops as soon as the drift's interval decides (inside or outside ±tolerance),
-    or before a round the budget is not expected to hold (its cost: the last round's)."""
+    or before a round the budget is not expected to hold (its cost: the last round's, of
+    trials of `steps` steps)."""
     from mutransfer.analysis.checkverdict import equivalence
 
     c = spec.check
@@ -211,7 +210,7 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
                 r.stopped = f"{minutes:g} min"
                 break
             if max_steps is not None and \
-                    coord_steps + (r.trials + last_trials) * pre["steps"] > max_steps:
+                    coord_steps + (r.trials + last_trials) * steps > max_steps:
                 r.stopped = f"{max_steps:,} trial-steps"
                 break
         print(f"transfer search, round {r.rounds + 1}: seeds {seeds}, widths {c.widths} "
@@ -236,17 +235,19 @@ def _transfer_stage(spec, out: Path, pre, budget: Budget, num_cpus: int | None,
     return r
 
 
-def _run(spec, out: Path, configs, lr: float, pre, budget: Budget, args) -> int:
+def _run(job: Checked, args) -> int:
     from mutransfer.analysis.checkverdict import decide
 
+    spec, out, configs = job.spec, job.out, job.configs
     t0 = time.time()
-    coord, judged, behind, order = _coord_stage(spec, out, configs, lr)
+    coord, judged, behind, order = _coord_stage(spec, out, configs, job.lr)
     c = spec.check
     r = Rounds()
-    if pre is not None and not (judged["status"] == "robust").any():
-        r = _transfer_stage(spec, out, pre, budget, args.num_cpus, t0,
+    transfer = job.plan is not None  # not --coord-only
+    if transfer and not (judged["status"] == "robust").any():
+        r = _transfer_stage(spec, out, job.steps, job.budget, args.num_cpus, t0,
                             len(configs) * c.coord.steps)
-    elif pre is not None:
+    elif transfer:
         print("transfer search: skipped, the coordinate stage already FAILs")
     n_seeds = len(r.seeds or c.seeds)
     v = decide(judged, coord, behind, r.drift, c.tolerance, seeds=n_seeds,
