@@ -8,6 +8,7 @@ dotted-path axes such as `model.zero_real_fraction`); a *group* is a family at o
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -232,37 +233,48 @@ def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[obj
     empty and missing count as equal; "unset", an axis part of the store does not set, as
     an object with no entries): `param.depth=completep`, not the whole object; `sep` joins
     the entries."""
-    differ = _differing(values)
-    if differ is None:
-        return {v: f"{name}={v}" for v in values}
-    parsed, keys = differ
-    return {v: (_entries(f"{name}.", parsed[v], keys, sep) if v in parsed else "")
-            or f"{name}={v}" for v in values}
+    return _compact(values, f"{name}.", lambda v: f"{name}={v}", sep)
 
 
 def compact_cells(values: list[object], sep: str = ", ") -> dict[object, str]:
     """A table cell per value of an axis (its column header names the axis): the value as
     text, or of a JSON object only the entries that differ among `values` as in
     compact_values: `depth=completep`."""
-    differ = _differing(values)
-    if differ is None:
-        return {v: str(v) for v in values}
-    parsed, keys = differ
-    return {v: (_entries("", parsed[v], keys, sep) if v in parsed else "") or str(v)
-            for v in values}
+    return _compact(values, "", str, sep)
 
 
 def set_entries(name: str, value: object) -> str:
     """`name=value`; a JSON object's value (a `param` axis of one whole entry) by the entries
     it sets (not null, not empty): `param.name=mup_ssm, param.depth=completep`."""
+    flat = _json_entries(value)
+    if flat is None:
+        return f"{name}={value}"
+    flat = {k: x for k, x in flat.items() if x is not None}
+    return _entries(f"{name}.", flat, list(flat), ", ") or f"{name}={value}"
+
+
+def _compact(values: list[object], prefix: str, plain: Callable[[object], str], sep: str
+             ) -> dict[object, str]:
+    """`prefix` + the differing entries of each JSON object among `values` (_differing),
+    `plain(value)` for the rest (every value when one is not a JSON object)."""
+    differ = _differing(values)
+    if differ is None:
+        return {v: plain(v) for v in values}
+    parsed, keys = differ
+    return {v: (_entries(prefix, parsed[v], keys, sep) if v in parsed else "") or plain(v)
+            for v in values}
+
+
+def _json_entries(value: object) -> dict[str, object] | None:
+    """The flattened entries (non-empty) of a value that is a JSON object's text; None for
+    any other value."""
     try:
         obj = json.loads(value) if isinstance(value, str) else None
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
-        return f"{name}={value}"
-    flat = {k: x for k, x in flat_paths(obj).items() if x is not None and x != {}}
-    return _entries(f"{name}.", flat, list(flat), ", ") or f"{name}={value}"
+        return None
+    return {k: x for k, x in flat_paths(obj).items() if x != {}}
 
 
 def _differing(values: list[object]) -> tuple[dict[object, dict], list[str]] | None:
@@ -272,13 +284,10 @@ def _differing(values: list[object]) -> tuple[dict[object, dict], list[str]] | N
     for v in values:
         if v == UNSET:
             continue
-        try:
-            obj = json.loads(v) if isinstance(v, str) else None
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
+        flat = _json_entries(v)
+        if flat is None:
             return None
-        parsed[v] = {k: x for k, x in flat_paths(obj).items() if x != {}}
+        parsed[v] = flat
     if not parsed:
         return None
     flats = [*parsed.values(), *([{}] if UNSET in values else [])]

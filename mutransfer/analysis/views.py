@@ -214,6 +214,7 @@ def view_monotonicity(a: Analysis) -> pd.DataFrame:
 def flagged_cells(a: Analysis) -> list[str]:
     """One line per group with LRs left out of lr*: partially diverged, or not run there."""
     lines = []
+    among = axis_values(a.cells, a.axes)  # the store's values: one label rule for every line
     for key, c in a.cells.groupby(a.group_cols, sort=True, dropna=False):
         key = as_key(key)
         c = c.sort_values("lr")
@@ -224,9 +225,8 @@ def flagged_cells(a: Analysis) -> list[str]:
                  ((status == NOT_RUN) & ~stopped, "not run"))
         parts = [f"{what} {lr_ranges(lrs, mask)}" for mask, what in masks if mask.any()]
         if parts:
-            label = family_label(key[:-1], a.axes, among=axis_values(a.cells, a.axes))
-            lines.append(f"{label}, {_w(a)} {key[-1]}: "
-                         + "; ".join(parts))
+            lines.append(f"{family_label(key[:-1], a.axes, among=among)}, {_w(a)} "
+                         f"{key[-1]}: " + "; ".join(parts))
     return lines
 
 
