@@ -201,12 +201,18 @@ def family_label(key: tuple, axes: list[str], sep: str = ", ",
     JSON object's value (a `param` axis of whole entries) then gives only the entries that
     differ among them (compact_values: `param.depth=completep`), as in every figure."""
     parts = [str(key[0])]
-    for name, value in zip(axes, key[1:]):
-        short = short_axis_name(name)
-        values = among.get(name) if among else None
-        parts.append(compact_values(short, values, sep).get(value, f"{short}={value}")
-                     if values else f"{short}={value}")
+    parts += [axis_text(name, value, among.get(name) if among else None, sep)
+              for name, value in zip(axes, key[1:])]
     return sep.join(parts)
+
+
+def axis_text(name: str, value: object, values: list | None = None, sep: str = ", ") -> str:
+    """`axis=value`; with `values` (the axis's values in the store), a JSON object's value by
+    the entries that differ among them (compact_values)."""
+    short = short_axis_name(name)
+    if not values:
+        return f"{short}={value}"
+    return compact_values(short, values, sep).get(value, f"{short}={value}")
 
 
 def axis_values(df: pd.DataFrame, cols: list[str]) -> dict[str, list]:

@@ -14,13 +14,7 @@ from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
-from mutransfer.analysis.groups import (
-    as_key,
-    axis_values,
-    compact_values,
-    family_label,
-    short_axis_name,
-)
+from mutransfer.analysis.groups import as_key, axis_text, axis_values, family_label
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.plotstyle import (
     dodge,
@@ -42,9 +36,7 @@ ROW = 0.03  # a width's row in the strips above and below the data, as a fractio
 def value_text(a: Analysis, col: str, value: object, sep: str = ", ") -> str:
     """`axis=value` as the figures show it: of a JSON object's value (a `param` axis), only
     the entries that differ between the families (groups.compact_values)."""
-    values = list(a.cells[col].unique()) if col in a.cells else [value]
-    return compact_values(short_axis_name(col), values, sep).get(
-        value, f"{short_axis_name(col)}={value}")
+    return axis_text(col, value, list(a.cells[col].unique()) if col in a.cells else None, sep)
 
 
 def family_text(a: Analysis, key: tuple, cols: list[str], sep: str = ", ") -> str:
