@@ -222,6 +222,17 @@ class TrialConfig(StrictModel):
         return self
 
 
+def trial_config_problem(data: dict[str, Any], path: str, wanted: str) -> str | None:
+    """The one-line error for a trial config given where a sweep or check file belongs (its
+    sections are all TrialConfig's and it has no `name`), else None: pydantic alone would say
+    only "name: Field required"."""
+    if not data or "name" in data or not set(data) <= set(TrialConfig.model_fields):
+        return None
+    needs = "a name and, for a grid, axes" if wanted == "sweep file" else "a name and check"
+    return (f"{path} is a trial config (it has no name), not a {wanted}: run it with "
+            f"`mutransfer train {path}`, or give a {wanted} ({needs})")
+
+
 def mamba2_layout(m: ModelConfig, width: int) -> tuple[int, int]:
     """(nheads, head dim) of arch mamba2 at `width` (as models/mamba2.py `head_layout`);
     ValueError, one line naming the fields, when headdim or ngroups do not divide."""

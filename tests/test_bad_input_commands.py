@@ -285,3 +285,23 @@ def test_an_empty_job_id_is_refused_before_the_dashboard_is_asked(argv, capsys, 
     one_line_error(capsys, main([*argv, "--dashboard", "http://127.0.0.1:8265"]),
                    f"argument job_id: {argv[1]!r}: an empty job id", stdout="")
     assert not asked
+
+
+# -- a trial config where a sweep or check file belongs ----------------------------------------
+
+TRIAL = Path(__file__).parents[1] / "configs" / "train.yaml"
+
+
+@pytest.mark.parametrize("argv, wanted", [(["validate"], "sweep file"), (["prepare"], "sweep file"),
+                                          (["sweep", "--dry-run"], "sweep file"),
+                                          (["sweep"], "sweep file"), (["check"], "check file")])
+def test_a_trial_config_given_for_a_sweep_or_check_is_named_as_one(argv, wanted, tmp_path,
+                                                                   capsys, monkeypatch,
+                                                                   nothing_runs):
+    """Before: 'name: Field required', as if a field were missing from a sweep file."""
+    monkeypatch.chdir(tmp_path)
+    path = str(TRIAL)
+    one_line_error(capsys, main([*argv, path]),
+                   f"{path} is a trial config (it has no name), not a {wanted}: run it with "
+                   f"`mutransfer train {path}`")
+    assert not nothing_runs and not list(tmp_path.iterdir())

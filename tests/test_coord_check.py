@@ -174,6 +174,9 @@ def test_the_printed_verdict_says_what_it_measures_and_where_to_read_more():
     (["--model", "tie_embeddings"], "--model 'tie_embeddings': expected FIELD=VALUE"),
     (["--alpha", "0"], "--alpha: must be between 0 and 1"),
     (["--alpha", "1.5"], "--alpha: must be between 0 and 1"),
+    # no slope is exactly 0: a tolerance of 0 flags every significant slope (check's is > 0)
+    (["--tolerance", "0"], "--tolerance: must be positive, got 0.0"),
+    (["--tolerance", "nan"], "--tolerance: must be positive, got nan"),
     # 0 is no width (it used to run as the smallest width); 4 is below the minimum
     (["--widths", "16", "32", "--base-width", "0"], "--base-width: 0 is below the minimum"),
     (["--widths", "16", "32", "--base-width", "4"], "--base-width: 4 is below the minimum"),

@@ -31,7 +31,9 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
+from mutransfer.config import trial_config_problem
 from mutransfer.configbase import StrictModel, read_yaml, validate
+from mutransfer.errors import UserError
 from mutransfer.sweep.plan.spec import LRRange, RunSpec
 
 
@@ -171,7 +173,11 @@ def local_folder_problem(value: str) -> None:
 
 
 def load_check(path: str | Path) -> CheckSpec:
-    return validate(CheckSpec, read_yaml(path), source=str(path))
+    data = read_yaml(path)
+    problem = trial_config_problem(data, str(path), "check file")
+    if problem:
+        raise UserError(problem)
+    return validate(CheckSpec, data, source=str(path))
 
 
 def is_check_file(path: str | Path) -> bool:

@@ -43,8 +43,8 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
         raise UserError(f"{name('seeds')}: give at least one seed")
     if not 0 < s.alpha < 1:
         raise UserError(f"{name('alpha')}: must be between 0 and 1, got {s.alpha}")
-    if not s.tolerance >= 0:
-        raise UserError(f"{name('tolerance')}: must be >= 0, got {s.tolerance}")
+    if not s.tolerance > 0:  # an equivalence margin; check.coord.tolerance is > 0 as well
+        raise UserError(f"{name('tolerance')}: must be positive, got {s.tolerance}")
 
 
 def _check_depths(s: CoordSettings, name: Callable[[str], str]) -> None:

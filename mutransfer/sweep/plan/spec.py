@@ -24,9 +24,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mutransfer.analysis_defaults import FIT_WINDOW, AnalysisSection
-from mutransfer.config import ModelConfig, TrainConfig
+from mutransfer.config import ModelConfig, TrainConfig, trial_config_problem
 from mutransfer.configbase import StrictModel, read_yaml, validate
 from mutransfer.data.config import DataConfig
+from mutransfer.errors import UserError
 from mutransfer.param.config import ParamConfig, ParamName
 
 WidthMap = dict[int, float]
@@ -317,4 +318,8 @@ def json_schema() -> dict[str, Any]:
 
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a sweep file (the sections themselves are checked per cell)."""
-    return validate(SweepSpec, read_yaml(path), source=str(path))
+    data = read_yaml(path)
+    problem = trial_config_problem(data, str(path), "sweep file")
+    if problem:
+        raise UserError(problem)
+    return validate(SweepSpec, data, source=str(path))
