@@ -7,6 +7,7 @@ and a sweep refused for a full disk."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import yaml
 from mutransfer.cli import main
 from mutransfer.configbase import MAX_INT, load_yaml, number_problem, read_yaml
 from mutransfer.errors import UserError
-from mutransfer.results.store import MARKER, Store
+from mutransfer.results.store import MARKER, STORE_FORMAT, Store, read_tables
 from tests.sweeps import tiny_sweep
 from tests.test_bad_input import assert_one_line_error, write
 
@@ -183,6 +184,49 @@ def test_a_damaged_store_marker_is_one_line_naming_it(tmp_path, capsys, content,
     assert (store / MARKER).read_bytes() == content  # nothing rewritten
     (store / MARKER).unlink()  # as the line says: the next sweep writes it again
     assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,problem", [
+    (b"{}", "its format is null, not a format number"),
+    (b'{"format": "2"}', 'its format is "2", not a format number'),
+    (b'{"format": 0}', "its format is 0, not a format number"),
+], ids=["no format", "a string", "zero"])
+def test_a_marker_without_a_format_number_is_damaged(tmp_path, capsys, content, problem):
+    store = tmp_path / "results"
+    Store(store).ensure_writable()
+    (store / MARKER).write_bytes(content)
+    assert_one_line_error(capsys, main(["sweep", str(_sweep_file(tmp_path, str(store)))]),
+                          f"its marker {MARKER} is damaged ({problem})")
+
+
+def test_a_store_of_a_newer_format_is_neither_added_to_nor_read(tmp_path, capsys):
+    """Before: the marker's format was written and never read; a store whose rows mean
+    something this version does not know was read and appended to as its own."""
+    store = tmp_path / "results"
+    Store(store).ensure_writable()
+    (store / MARKER).write_text(json.dumps({"format": STORE_FORMAT + 1}))
+    path = _sweep_file(tmp_path, str(store))
+    for command in (["sweep", str(path)], ["sweep", str(path), "--dry-run"],
+                    ["validate", str(path)], ["analyze", str(store)]):
+        assert_one_line_error(capsys, main(command),
+                              f"a results store of format {STORE_FORMAT + 1}, written by a "
+                              "newer mutransfer")
+    with pytest.raises(UserError, match="written by a newer mutransfer"):
+        read_tables(store)
+    assert sorted(p.name for p in store.iterdir()) == [MARKER, "steps", "trials"]
+
+
+def test_a_store_of_an_older_format_is_read_but_not_added_to(tmp_path, capsys):
+    """Format 1 stored a diverged trial's last loss as its final loss: a sweep adding format-2
+    rows to it would mix the two meanings."""
+    store = tmp_path / "results"
+    Store(store).ensure_writable()
+    (store / MARKER).write_text(json.dumps({"format": 1}))
+    path = _sweep_file(tmp_path, str(store))
+    assert_one_line_error(capsys, main(["sweep", str(path)]),
+                          "a results store of format 1, written by an older mutransfer")
+    assert read_tables(store).trials.empty  # analysis still reads it
+    assert sorted(p.name for p in store.iterdir()) == [MARKER, "steps", "trials"]
 
 
 def test_a_sweep_refused_for_a_full_disk_leaves_no_folder(tmp_path, capsys, monkeypatch):

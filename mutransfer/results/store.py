@@ -60,6 +60,10 @@ STEP_KEY = ("trial_id", "step")
 # Written when a store is created: a non-empty folder without it (and not made by an older
 # version: trials/ and steps/) is not a results store, and a sweep refuses to write there.
 MARKER = "mutransfer-store.json"
+# The marker's "format": what a store's rows mean. 2 since e45de27 (a diverged trial stores no
+# final or best loss, and its last finite loss); 1 before. A sweep appends only to its own
+# format; analysis reads older formats too, never a newer one.
+STORE_FORMAT = 2
 RUNNING = "running"  # per-eval step parts of attempts not finished yet
 QUARANTINE = "quarantine"  # damaged parts, moved out of the table folders
 LEGACY_SET_ASIDE = ".corrupt"  # how older versions marked damaged parts, inside the tables
@@ -175,7 +179,19 @@ class Store:
 
     def _check_marker(self) -> None:
         """UserError naming the marker when it is not the JSON object a store writes (a
-        truncated or overwritten file): said once, not a crash of every later sweep."""
+        truncated or overwritten file): said once, not a crash of every later sweep; or when
+        its format is not the one this version writes (a sweep would mix two meanings)."""
+        fmt = self._marker_format()
+        if fmt < STORE_FORMAT:
+            raise UserError(f"storage {self.location}: a results store of format {fmt}, "
+                            f"written by an older mutransfer (this one writes format "
+                            f"{STORE_FORMAT}: a diverged trial keeps no final loss); a sweep "
+                            f"adds to its own format only: give a new folder (analyze and "
+                            f"plot still read this one)")
+
+    def _marker_format(self) -> int:
+        """The marker's format number (UserError when the marker is damaged, or is of a
+        newer format than this version reads)."""
         try:
             with self.fs.open_input_stream(join(self.root, MARKER)) as f:
                 data = json.loads(f.read().decode("utf-8"))
@@ -186,10 +202,18 @@ class Store:
             problem = f"not JSON ({exc})"
         except OSError as exc:
             problem = f"unreadable ({first_line(exc)})"
+        fmt = data.get("format") if problem is None else None
+        if problem is None and (type(fmt) is not int or fmt < 1):
+            problem = f"its format is {json.dumps(fmt)[:20]}, not a format number"
         if problem is not None:
             raise UserError(f"storage {self.location}: its marker {MARKER} is damaged "
                             f"({problem}); delete that file (it holds no results; the next "
                             f"sweep writes it again)")
+        if fmt > STORE_FORMAT:
+            raise UserError(f"storage {self.location}: a results store of format {fmt}, "
+                            f"written by a newer mutransfer (this one reads formats 1-"
+                            f"{STORE_FORMAT}); upgrade mutransfer to read or add to it")
+        return fmt
 
     def ensure_writable(self) -> None:
         """Create the folders and the marker file, proving that a file can be written there,
@@ -203,8 +227,9 @@ class Store:
                     self.fs.create_dir(folder, recursive=True)
                     made.append(folder)
             if self.read_text(MARKER) is None:
+                created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 self.write_text(MARKER, json.dumps(
-                    {"format": 2, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    {"format": STORE_FORMAT, "created": created,
                      "versions": json.loads(versions())}, indent=1) + "\n")
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
@@ -345,7 +370,9 @@ class Store:
         """Both tables. Steps: the rows of each trial's finished attempt only, unless
         `include_running` (then also rows of attempts that have not finished, e.g. live ones).
         Unreadable parts are skipped with a warning (the sweep sets them aside); UserError when
-        every trials part is unreadable."""
+        every trials part is unreadable, or the store is of a newer format (its marker)."""
+        if self.fs.get_file_info(join(self.root, MARKER)).type == pafs.FileType.File:
+            self._marker_format()
         trials, bad_t, foreign_t = self._trial_rows()
         if bad_t and trials.empty:  # not "no trials": there are some, none of them readable
             raise UserError(f"{self.location}: every trials part is unreadable ({len(bad_t)}: "
