@@ -29,6 +29,7 @@ from mutransfer.sweep.search.transfer.decisions import (
     settle_radius,
     window_around,
 )
+from tests.sweeps import write_sweep
 
 WIDTHS = [32, 64, 128, 256, 512]
 LOG2_GRID = np.arange(-14.0, -1.9, 0.5)  # 25 LRs, half-octave steps
@@ -577,3 +578,12 @@ def test_a_familys_label_names_a_param_axis_by_the_entries_that_differ():
     assert ("mup_ssm, model.n_layer=16, param.depth=completep, "
             "param.depth_exponents.hidden.lr_adam=0.375") in labels
     assert not any("{" in label for label in labels)
+
+
+def test_a_familys_label_shows_a_plain_axis_value_as_written(tmp_path):
+    """`sp, optimizer=sgd` (the column the axis fills): a string value unquoted, as the tables
+    show it."""
+    path = write_sweep(tmp_path, "plain", {"width": [16, 32], "lr": [0.001, 0.01],
+                                           "train.optimizer": ["adamw", "sgd"]})
+    labels = {f.label for f in families_of(prepare(str(path), check_data=False).cells)}
+    assert labels == {"sp, optimizer=adamw", "sp, optimizer=sgd"}

@@ -242,6 +242,12 @@ def compact_values(name: str, values: list[object], sep: str = ", ") -> dict[obj
     return _compact(values, f"{name}.", lambda v: f"{name}={v}", sep)
 
 
+def compact_json_values(name: str, values: list[str], sep: str = ", ") -> dict[str, str]:
+    """compact_values of values given as JSON text (a grid family's key): a value that is not
+    an object is shown decoded (`optimizer=sgd`, not `optimizer="sgd"`)."""
+    return _compact(values, f"{name}.", lambda v: f"{name}={json.loads(v)}", sep)
+
+
 def compact_cells(values: list[object], sep: str = ", ") -> dict[object, str]:
     """A table cell per value of an axis (its column header names the axis): the value as
     text, or of a JSON object only the entries that differ among `values` as in

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mutransfer.analysis.groups import compact_values  # downward: the tables' labels
+from mutransfer.analysis.groups import compact_json_values  # downward: the tables' labels
 from mutransfer.sweep.plan.cells import Cell
 
 NOT_FAMILY = ("width", "lr", "seed")  # trials-table columns that do not split families
@@ -56,18 +56,11 @@ def families_of(cells: Iterable[Cell]) -> list[Family]:
         else set()
     varying = {k for k in varying if len({dict(f.key).get(k) for f in families}) > 1}
     # a `param` axis of whole entries: only the entries that differ, as the analysis labels it
-    texts = {k: compact_values(k, sorted({dict(f.key).get(k) for f in families} - {None}))
+    texts = {k: compact_json_values(k, sorted({dict(f.key).get(k) for f in families} - {None}))
              for k in varying if k != "parameterization"}
     for fam in families:
         values = dict(fam.key)
         parts = [json.loads(values.get("parameterization", '"?"'))]
-        parts += [_axis_text(k, v, texts[k]) for k, v in fam.key if k in texts]
+        parts += [texts[k][v] for k, v in fam.key if k in texts]
         fam.label = ", ".join(str(p) for p in parts)
     return families
-
-
-def _axis_text(name: str, value: str, compact: dict[object, str]) -> str:
-    """`optimizer=sgd` (a plain value, its JSON undone), or a JSON object's differing entries
-    (`param.depth=completep`)."""
-    text = compact[value]
-    return text if text != f"{name}={value}" else f"{name}={json.loads(value)}"
