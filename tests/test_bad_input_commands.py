@@ -305,3 +305,19 @@ def test_a_trial_config_given_for_a_sweep_or_check_is_named_as_one(argv, wanted,
                    f"{path} is a trial config (it has no name), not a {wanted}: run it with "
                    f"`mutransfer train {path}`")
     assert not nothing_runs and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["validate", "check"])
+def test_a_check_file_says_its_train_lr_and_seed_are_not_used(command, tmp_path, capsys,
+                                                              monkeypatch, nothing_runs):
+    """A trial config copied into a check file keeps its lr and seed; before, the check
+    dropped them without a word."""
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path / "c.yaml", check_doc(**{"train.lr": 0.003, "train.seed": 7}))
+    assert main([command, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: train.lr 0.003 is not used: the check sets each trial's LR (check.lr" in out
+    assert "note: train.seed 7 is not used: the check sets each trial's seed" in out
+    plain = write(tmp_path / "plain.yaml", CHECK)
+    assert main([command, str(plain)]) == 0
+    assert "not used" not in capsys.readouterr().out

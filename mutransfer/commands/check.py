@@ -62,6 +62,8 @@ def _settings_key(spec, lr: float) -> str:
 
 def run(args) -> int:
     c = checked(args.file, args.out, args.budget, args.coord_only)
+    for note in c.spec.unused():
+        print(note)
     try:
         _preflight(c)
         return _run(c, args)

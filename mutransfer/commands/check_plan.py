@@ -217,7 +217,8 @@ def describe(c: Checked) -> str:
         f"  transfer stage: {_count(len(lrs), 'LR')} ({grid}); {seeds}; the first round runs "
         f"at least {_count(c.least, 'trial')} of {_count(c.steps, 'step')}, about "
         f"{c.typical}, at most {c.most}",
-        f"  budget: {', '.join(b for b in budget if b)}"])
+        f"  budget: {', '.join(b for b in budget if b)}",
+        *(f"  {note}" for note in c.spec.unused())])
 
 
 # the transfer stage's sweep fields (CheckSpec.sweep) and the check file's fields they hold

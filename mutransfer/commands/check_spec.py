@@ -141,6 +141,15 @@ class CheckSpec(RunSpec):
     def out(self) -> Path:
         return Path(self.storage or f"results/check/{self.name}")
 
+    def unused(self) -> list[str]:
+        """Notes on the file's train entries the check sets itself (a trial config copied in
+        keeps its own `lr` and `seed`; before, they were dropped without a word)."""
+        sets = {"lr": "each trial's LR (check.lr; the coordinate stage: check.coord.lr)",
+                "seed": "each trial's seed (check.seeds; the coordinate stage: "
+                        "check.coord.seeds)"}
+        return [f"note: train.{k} {self.train[k]!r} is not used: the check sets {what}"
+                for k, what in sets.items() if k in self.train]
+
     def trial(self, width: int, **train: Any) -> dict[str, Any]:
         """A trial config (as a dict) at `width`, `train` entries set over the file's."""
         return {"width": width, "model": dict(self.model), "param": dict(self.param),
