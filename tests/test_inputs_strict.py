@@ -167,15 +167,25 @@ def test_storage_holding_a_nul_byte_is_one_line(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
 
 
+def _store_marked(tmp_path: Path, content: bytes) -> Path:
+    """A new store under tmp_path whose marker then holds `content`."""
+    store = tmp_path / "results"
+    Store(store).ensure_writable()
+    (store / MARKER).write_bytes(content)
+    return store
+
+
 @pytest.mark.parametrize("content,problem", [
     (b"\xff\xfe{}", "not UTF-8 text"),
     (b"{\"format\": 2,", "not JSON"),
     (b"[1, 2]", "holds a JSON list"),
-], ids=["not utf-8", "truncated json", "not an object"])
+    (b"{}", "its format is null, not a format number"),
+    (b'{"format": "2"}', 'its format is "2", not a format number'),
+    (b'{"format": 0}', "its format is 0, not a format number"),
+], ids=["not utf-8", "truncated json", "not an object", "no format", "a string format",
+        "format zero"])
 def test_a_damaged_store_marker_is_one_line_naming_it(tmp_path, capsys, content, problem):
-    store = tmp_path / "results"
-    Store(store).ensure_writable()
-    (store / MARKER).write_bytes(content)
+    store = _store_marked(tmp_path, content)
     path = _sweep_file(tmp_path, str(store))
     for extra in (["--dry-run"], []):
         line = assert_one_line_error(capsys, main(["sweep", str(path), *extra]),
@@ -186,25 +196,10 @@ def test_a_damaged_store_marker_is_one_line_naming_it(tmp_path, capsys, content,
     assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content,problem", [
-    (b"{}", "its format is null, not a format number"),
-    (b'{"format": "2"}', 'its format is "2", not a format number'),
-    (b'{"format": 0}', "its format is 0, not a format number"),
-], ids=["no format", "a string", "zero"])
-def test_a_marker_without_a_format_number_is_damaged(tmp_path, capsys, content, problem):
-    store = tmp_path / "results"
-    Store(store).ensure_writable()
-    (store / MARKER).write_bytes(content)
-    assert_one_line_error(capsys, main(["sweep", str(_sweep_file(tmp_path, str(store)))]),
-                          f"its marker {MARKER} is damaged ({problem})")
-
-
 def test_a_store_of_a_newer_format_is_neither_added_to_nor_read(tmp_path, capsys):
     """Before: the marker's format was written and never read; a store whose rows mean
     something this version does not know was read and appended to as its own."""
-    store = tmp_path / "results"
-    Store(store).ensure_writable()
-    (store / MARKER).write_text(json.dumps({"format": STORE_FORMAT + 1}))
+    store = _store_marked(tmp_path, json.dumps({"format": STORE_FORMAT + 1}).encode())
     path = _sweep_file(tmp_path, str(store))
     for command in (["sweep", str(path)], ["sweep", str(path), "--dry-run"],
                     ["validate", str(path)], ["analyze", str(store)]):
@@ -219,9 +214,7 @@ def test_a_store_of_a_newer_format_is_neither_added_to_nor_read(tmp_path, capsys
 def test_a_store_of_an_older_format_is_read_but_not_added_to(tmp_path, capsys):
     """Format 1 stored a diverged trial's last loss as its final loss: a sweep adding format-2
     rows to it would mix the two meanings."""
-    store = tmp_path / "results"
-    Store(store).ensure_writable()
-    (store / MARKER).write_text(json.dumps({"format": 1}))
+    store = _store_marked(tmp_path, b'{"format": 1}')
     path = _sweep_file(tmp_path, str(store))
     assert_one_line_error(capsys, main(["sweep", str(path)]),
                           "a results store of format 1, written by an older mutransfer")
