@@ -15,6 +15,7 @@ from mutransfer.analysis.groups import WIDTH_AXIS, GroupAxes, Prepared, prepare
 from mutransfer.analysis.law import Law, law_tables
 from mutransfer.analysis.optimum import GroupOptimum, group_optima, optimum_tables
 from mutransfer.analysis.regret import monotonicity_table, regret_table, scale_regret_table
+from mutransfer.analysis.rows import check_columns, usable_trials
 from mutransfer.analysis.stability import stability_slope_table, stability_table
 from mutransfer.analysis.sweeps import sweep_names
 from mutransfer.analysis.units import to_units
@@ -232,9 +233,13 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     (analysis/choice.py; default: the sweep file's `analysis:` section, else lr and width,
     model.n_layer and tokens where they vary)."""
     tables = load_tables(results_dir, tables)
-    unfinished = unfinished_note(results_dir, tables.trials)
-    trials, generation_note = one_generation(tables.trials)
-    if generation_note:  # the steps of the trials left out go too
+    checked = check_columns(str(results_dir).rstrip("/"), tables.trials)
+    trials, row_notes = usable_trials(checked)
+    if trials.empty:
+        raise UserError(f"no trial of {results_dir} can be analyzed: {'; '.join(row_notes)}")
+    unfinished = unfinished_note(results_dir, trials)
+    trials, generation_note = one_generation(trials)
+    if generation_note or row_notes:  # the steps of the trials left out go too
         tables = Tables(trials, tables.steps[tables.steps["trial_id"].isin(trials["trial_id"])])
     ran = trials[trials["status"].astype(str) != "failed"] if "status" in trials else trials
     choice = choose(results_dir, ran, target, scale)
@@ -262,6 +267,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         choice=choice, scale_axes=prep.scale_axes)
     if generation_note:
         a.notes.insert(0, generation_note)
+    a.notes[:0] = row_notes
     if sweeps_note:
         a.notes.insert(0, sweeps_note)
     if unfinished:

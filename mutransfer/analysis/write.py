@@ -20,6 +20,10 @@ from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from mutransfer.analysis.render import Figure, markdown, render_html
 
 REPORT = "report.html"
+# every figure make_figures may draw: one it does not draw this time is removed, as an empty
+# table's files are (write_table), so the folder never holds a figure of an earlier analysis
+FIGURES = ("loss_vs_lr.png", "lr_opt_vs_width.png", "stability_vs_width.png",
+           "optimum_vs_scale.png", "law.png", "training_curves.png", "coord_check.png")
 
 
 def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -139,6 +143,10 @@ def write_report(a: Analysis, out: Path) -> list[Path]:
     """Write the figures and report.html under `out`; returns the PNG paths, then the report."""
     out.mkdir(parents=True, exist_ok=True)
     figs = make_figures(a, out)
+    drawn = {f.path.name for f in figs.values()}
+    for name in FIGURES:
+        if name not in drawn:
+            (out / name).unlink(missing_ok=True)
     report = out / REPORT
     report.write_text(render_html(a, figs), encoding="utf-8")
     return [f.path for f in figs.values()] + [report]

@@ -602,7 +602,10 @@ def _attempt_of(row: dict[str, Any]) -> str:
 
 
 def _finished_attempt_mask(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    done = trials[trials["status"].isin(DONE_STATUSES)] if len(trials) else trials
+    # a trials row is written when its trial ends: a table whose parts carry no status (not
+    # one this version writes) counts each row as finished, not as a KeyError
+    status = trials["status"] if "status" in trials else pd.Series("complete", trials.index)
+    done = trials[status.isin(DONE_STATUSES)] if len(trials) else trials
     attempt = {str(r["trial_id"]): _attempt_of(r) for r in done.to_dict("records")}
     pairs = zip(steps["trial_id"].astype(str), steps["attempt"].fillna("").astype(str))
     keep = [tid in attempt and attempt[tid] in ("", att) for tid, att in pairs]
