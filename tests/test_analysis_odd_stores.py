@@ -193,3 +193,14 @@ def test_a_figure_an_earlier_plot_drew_and_this_one_does_not_is_removed(tmp_path
     assert not (out / "training_curves.png").exists()
     assert (out / "loss_vs_lr.png").is_file() and (out / "stability_vs_width.png").is_file()
     assert "training_curves.png" not in printed and "lr_opt_vs_width.png" not in printed
+
+
+def test_trials_whose_step_parts_are_missing_are_named_in_a_note(tmp_path, clean):
+    """Before: the training curves silently averaged the seeds that still had steps."""
+    root = _store(tmp_path / "store", per_trial=True)
+    for part in sorted((root / "steps").glob("part-*.parquet"))[:3]:
+        part.unlink()
+    a = analyze(root)
+    assert "3 finished trials have no step rows (their steps parts are missing)" in a.notes[-1]
+    pd.testing.assert_frame_equal(a.lr_opt, clean.lr_opt)  # the tables do not need steps
+    assert not any("no step rows" in n for n in clean.notes)

@@ -140,6 +140,20 @@ def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
     return notes
 
 
+def missing_steps_note(trials: pd.DataFrame, steps: pd.DataFrame) -> list[str]:
+    """A note when some finished trials have no step rows (their parts deleted or moved): the
+    training curves then average the seeds that have them. None when no trial has any (the
+    curves are not drawn at all)."""
+    if steps.empty:
+        return []
+    if "status" in trials:
+        trials = trials[trials["status"].astype(str).isin(("complete", "diverged"))]
+    missing = int((~trials["trial_id"].isin(steps["trial_id"])).sum())
+    return [f"{missing} finished trials have no step rows (their steps parts are missing): "
+            "the training curves average the seeds that have them; lr* and the tables read "
+            "the trials table and do not need them"] if missing else []
+
+
 UNFINISHED = ("{n} trials started and never finished (their steps are in running/, they have "
               "no row in trials/): the sweep is running, or was stopped before it finished "
               "(run it again to resume); these tables are of the {m} trials finished so far")
@@ -265,6 +279,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         monotonicity=monotonicity_table(lr_opt, fam, label) if several else pd.DataFrame(),
         prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
         choice=choice, scale_axes=prep.scale_axes)
+    a.notes += missing_steps_note(prep.trials, tables.steps)
     if generation_note:
         a.notes.insert(0, generation_note)
     a.notes[:0] = row_notes
