@@ -263,3 +263,24 @@ def test_the_cell_count_from_the_axes_alone_is_the_number_of_cells(path):
     from mutransfer.sweep.plan.spec import load_spec
 
     assert count_trials(load_spec(path)) == load_plan(path).n_trials
+
+
+def test_a_value_the_file_sets_and_an_axis_replaces_is_named_in_a_note(tmp_path, capsys):
+    """`train.lr: 0.003` beside an `lr` axis (a trial config's section copied in): the axis
+    sets every cell's LR. Before, the file's value was dropped without a word."""
+    doc = {**BASE, "train": {**BASE["train"], "lr": 0.003}, "storage": str(tmp_path / "r"),
+           "axes": {"width": [16, 32], "lr": [0.001, 0.01], "model.n_layer": [1, 2]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    notes = ["note: train.lr 0.003 in the file is not used: the lr axis sets it in every cell",
+             "note: model.n_layer 1 in the file is not used: the model.n_layer axis sets it "
+             "in every cell"]
+    assert load_plan(path).replaced_by_axes() == notes
+    for argv in (["validate", str(path), "--no-data"], ["sweep", str(path), "--dry-run"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert all(n in out for n in notes), out
+    unset = {**doc, "train": BASE["train"], "model": {"d_state": 4, "base_width": 16}}
+    path.write_text(yaml.safe_dump(unset))
+    assert load_plan(path).replaced_by_axes() == []
+    assert not (tmp_path / "r").exists()

@@ -51,6 +51,8 @@ def run(args) -> int:
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)")
               + factory_note(plan, args.import_model))
+        for note in plan.replaced_by_axes():
+            print(f"  {note}")
         print(plan_cost(plan, args.gpu, args.mfu))
     return 0
 

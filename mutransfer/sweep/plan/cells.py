@@ -59,6 +59,9 @@ class Group:
         return int(self.config["width"])
 
 
+_UNSET = object()  # a path the file's sections do not set
+
+
 @dataclass
 class Plan:
     """A validated sweep: its spec, axes and cells (grid) or groups (adaptive search)."""
@@ -83,6 +86,19 @@ class Plan:
     @property
     def n_trials(self) -> int:
         return sum(g.budget for g in self.groups) if self.adaptive else len(self.cells)
+
+    def replaced_by_axes(self) -> list[str]:
+        """A note per value the file sets that an axis sets in every cell (`train.lr` beside
+        an `lr` axis): the file's value is not used, and before this said so nowhere."""
+        notes = []
+        for axis in self.axes:
+            node: Any = self.spec.base_config()
+            for key in axis.path.split("."):
+                node = node.get(key, _UNSET) if isinstance(node, dict) else _UNSET
+            if node is not _UNSET and node != {}:  # an empty section sets nothing
+                notes.append(f"note: {axis.path} {node!r} in the file is not used: the "
+                             f"{axis.name} axis sets it in every cell")
+        return notes
 
     def data_configs(self) -> list[dict[str, Any]]:
         """The distinct data configs of the sweep (checked for presence before running)."""

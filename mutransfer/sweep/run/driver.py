@@ -197,6 +197,8 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
     save_sweep_copy(store, plan)
     work = plan_work(plan, state)
     print(header(plan, store, work), file=out)
+    for note in plan.replaced_by_axes():
+        print(note, file=out)
     base = {"name": plan.spec.name, "storage": store.location, "search": plan.spec.search.kind,
             "set_aside": tuple(state.set_aside), "ended_orphans": ended}
     if work.n_trials == 0:
@@ -249,6 +251,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
         lines.append(data_note)
     work = plan_work(plan, state)
     lines.append(header(plan, store, work))
+    lines += plan.replaced_by_axes()
     if state.corrupt:
         lines.append(f"{len(state.corrupt)} damaged parts would be set aside and re-run")
     if state.foreign:
