@@ -4,6 +4,7 @@ does; the command only parses its options and prints this result."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from mutransfer.analysis.coordverdict import (
 from mutransfer.coord.check import check_settings
 from mutransfer.coord.measure import run_coord_check, trial_config
 from mutransfer.coord.settings import CoordSettings
-from mutransfer.cost.machine import beyond_memory, memory_bytes
+from mutransfer.cost.machine import batch_beyond_memory, beyond_memory, memory_bytes
 from mutransfer.data import load_data
 from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError, format_validation_error
@@ -46,8 +47,12 @@ class CoordResult:
     files: list[Path] = field(default_factory=list)
 
     def verdict(self, param: str) -> str:
-        """PASS or FAIL of one parameterization."""
-        return str(self.verdicts.set_index("parameterization").loc[param, "verdict"])
+        """PASS or FAIL of one parameterization (one the check did not run: UserError)."""
+        table = self.verdicts.set_index("parameterization")
+        if not isinstance(param, str) or param not in table.index:
+            raise UserError(f"no verdict for {param!r}: this check ran "
+                            f"{', '.join(map(str, table.index))}")
+        return str(table.loc[param, "verdict"])
 
     def strict_failures(self) -> list[str]:
         """Expectations broken: a feature-learning parameterization FAILs, or sp PASSes."""
@@ -67,9 +72,15 @@ class CoordResult:
         return verdict_text(self.slopes, self.verdicts, s.steps, s.tolerance, s.alpha, s.axis)
 
     def write(self, out: str | Path) -> list[Path]:
-        """coord.parquet, slopes.parquet, verdicts.parquet and the figure, under `out`."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        """coord.parquet, slopes.parquet, verdicts.parquet and the figure, under `out` (a
+        folder, made if missing; a file there, or no path at all: UserError, nothing
+        written)."""
+        out = _out_folder(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"out {out}: cannot make the folder ({exc.strerror or exc})") \
+                from None
         self.coord.to_parquet(out / "coord.parquet", index=False)
         self.slopes.to_parquet(out / "slopes.parquet", index=False)
         self.verdicts.to_parquet(out / "verdicts.parquet", index=False)
@@ -81,15 +92,39 @@ class CoordResult:
         return self.files
 
 
+def _out_folder(out: object) -> Path:
+    """The folder `CoordResult.write` writes to: a path whose nearest existing part is a
+    folder ('' would be the current folder, not what was meant)."""
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise UserError(f"out: expected a folder path, got {out!r}")
+    path = Path(out).expanduser()
+    part = path
+    while not part.exists() and part != part.parent:
+        part = part.parent
+    if part.exists() and not part.is_dir():
+        what = "is a file" if part == path else f"{part} is a file, not a folder"
+        raise UserError(f"out {out}: {what}")
+    return path
+
+
 def _check_every_model(s: CoordSettings, name: Callable[[str], str]) -> None:
-    """Build every config the check will train before any work: overrides and model fields
-    first (at the first point, the error as pydantic words it), then each width or depth,
+    """Build every config the check will train before any work: the batch, then overrides and
+    model fields (at the first point, the error as pydantic words it), then each width or depth,
     whose own refusal (a Mamba-2 head dim that does not divide that width, a model larger
     than the machine) names it."""
     first, *rest = s.points()
     memory = memory_bytes()
+    why = batch_beyond_memory(s.batch_size, s.seq_len, (name("batch_size"), name("seq_len")),
+                              memory)
+    if why:  # as `mutransfer coord-check` refuses it: before the corpus loads
+        raise UserError(why)
     for param in s.params:
-        _check_memory(trial_config(s, param, first[0], 0, first[1]), memory, s.depths)
+        try:
+            cfg = trial_config(s, param, first[0], 0, first[1])
+        except ValidationError as exc:  # an override or model field: pydantic's words
+            where = f"{name('model')} " if exc.title == "ModelConfig" else ""
+            raise UserError(where + format_validation_error(exc)) from None
+        _check_memory(cfg, memory, s.depths)
         for width, depth in rest:
             try:
                 cfg = trial_config(s, param, width, 0, depth)
@@ -112,7 +147,7 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
     """Run a coordinate check: every (parameterization, width or depth, seed) model trained
     `settings.steps` steps on the stdlib corpus, then the slopes and the verdict. Bad settings
     raise UserError (naming the setting through `name`) before anything runs."""
-    s = settings or CoordSettings()
+    s = CoordSettings() if settings is None else settings
     check_settings(s, name)
     _check_every_model(s, name)
     source = load_data(DataConfig())

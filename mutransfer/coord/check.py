@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+from pydantic import TypeAdapter, ValidationError
+
+from mutransfer.configbase import MAX_INT
 from mutransfer.coord.settings import DEFAULT_LR, MIN_WIDTH, CoordSettings
 from mutransfer.errors import UserError
 from mutransfer.param.config import PARAMETERIZATIONS, ParamConfig
@@ -12,6 +16,10 @@ from mutransfer.param.config import PARAMETERIZATIONS, ParamConfig
 def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
     """Raise UserError for a setting the check cannot run with; `name` turns a field into
     what the user typed (the CLI: `widths` -> `--widths`)."""
+    if not isinstance(s, CoordSettings):
+        raise UserError(f"coordinate check settings are a CoordSettings, not "
+                        f"{type(s).__name__}")
+    _check_types(s, name)
     if s.optimizer not in DEFAULT_LR:
         raise UserError(f"{name('optimizer')}: unknown optimizer {s.optimizer!r} "
                         f"(known: {', '.join(DEFAULT_LR)})")
@@ -35,12 +43,22 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
         if p not in PARAMETERIZATIONS:
             raise UserError(f"{name('params')}: unknown parameterization {p!r} "
                             f"(known: {', '.join(PARAMETERIZATIONS)})")
-    if not (s.lr is not None and s.lr > 0):
+    if not (s.lr is not None and s.lr > 0 and math.isfinite(s.lr)):
         raise UserError(f"{name('lr')}: must be positive, got {s.lr}")
     if s.steps < 1:
         raise UserError(f"{name('steps')}: must be at least 1")
     if not s.seeds:
         raise UserError(f"{name('seeds')}: give at least one seed")
+    _check_distinct(s.seeds, name("seeds"), "seed")  # a repeat would count as a second seed
+    if max(abs(seed) for seed in s.seeds) > MAX_INT:
+        raise UserError(f"{name('seeds')}: out of range for a seed (at most 2**53 in size)")
+    if not s.params:
+        raise UserError(f"{name('params')}: give at least one parameterization")
+    _check_distinct(s.params, name("params"), "parameterization")
+    for field, least in (("d_state", 1), ("batch_size", 1), ("seq_len", 2)):
+        if getattr(s, field) < least:  # as ModelConfig and TrainConfig, named as given
+            raise UserError(f"{name(field)}: must be at least {least}, got "
+                            f"{getattr(s, field)}")
     if not 0 < s.alpha < 1:
         raise UserError(f"{name('alpha')}: must be between 0 and 1, got {s.alpha}")
     if not s.tolerance > 0:  # an equivalence margin; check.coord.tolerance is > 0 as well
@@ -61,3 +79,26 @@ def _check_depths(s: CoordSettings, name: Callable[[str], str]) -> None:
         raise UserError(f"{name('depth_param')}: this version has no param.depth (depth "
                         "parameterizations are not installed); leave it out to check the "
                         "model as it is")
+
+
+_SETTINGS = TypeAdapter(CoordSettings)
+
+
+def _check_types(s: CoordSettings, name: Callable[[str], str]) -> None:
+    """Each field of its annotated type (strict: no "64" for 64, no 3 for [3]): one line
+    naming the first that is not, not a TypeError from the first comparison."""
+    try:
+        _SETTINGS.validate_python(s)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field, *inner = err["loc"]
+        where = name(str(field)) + "".join(f"[{i}]" for i in inner)
+        raise UserError(f"{where}: {err['msg'].lower()}, got {err['input']!r}") from None
+
+
+def _check_distinct(values: list, label: str, what: str) -> None:
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise UserError(f"{label}: {what} {value!r} is given twice")
+        seen.add(value)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import ConfigDict, with_config
+
 from mutransfer.analysis_defaults import COORD_ALPHA, COORD_TOLERANCE
 from mutransfer.param.config import PARAMETERIZATIONS
 
@@ -20,6 +22,9 @@ DEPTH_WIDTH = 64  # the width a depth check (`depths`) holds fixed by default
 MIN_WIDTH = 8
 
 
+# the field types are checked (coord/check.py) as pydantic reads them, strictly: a width "64",
+# seeds 3 or params "sp" are refused, not run as the string's letters
+@with_config(ConfigDict(strict=True, revalidate_instances="always"))
 @dataclass
 class CoordSettings:
     widths: list[int] = field(default_factory=lambda: list(WIDTHS))
@@ -45,7 +50,8 @@ class CoordSettings:
     alpha: float = COORD_ALPHA  # family-wise error rate of the violations (Holm)
 
     def __post_init__(self) -> None:
-        if self.lr is None and self.optimizer in DEFAULT_LR:
+        # an optimizer that is no name (a list: unhashable) is refused by check_settings
+        if self.lr is None and isinstance(self.optimizer, str) and self.optimizer in DEFAULT_LR:
             self.lr = DEFAULT_LR[self.optimizer]
 
     @property

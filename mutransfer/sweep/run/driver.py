@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,7 +24,7 @@ import yaml
 from mutransfer.configbase import validate
 from mutransfer.data.config import DataConfig
 from mutransfer.data.preflight import check_batches, prepare_caches, shapes_by_data
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, format_validation_error
 from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.plan.cells import Plan, build_plan
@@ -84,9 +85,11 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
     cluster at `address`), and wait for them. `storage` overrides the spec's; `out` gets
     the header and the live progress line (default stdout). Bad input, or a store another
     driver holds, raises UserError before anything is written."""
-    out = out or sys.stdout
+    num_cpus, num_gpus = check_counts(num_cpus=num_cpus, num_gpus=num_gpus)
+    out = sys.stdout if out is None else check_out(out)
+    _check_address(address)
+    check_local_resources(address, num_cpus, num_gpus)  # before the spec and its data load
     plan = prepare(spec, storage, address, max_cells=max_cells, runs_here=True)
-    check_local_resources(address, num_cpus, num_gpus)
     store = Store(plan.spec.storage_location)
     store.check_is_store()
     created = not store.exists()
@@ -118,6 +121,11 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
     """The validated plan of a sweep, with its size, data and storage checked; `runs_here`
     (a run or a dry run, not validate or submit): and that this machine could hold its trials,
     before a batch is drawn to check the data."""
+    storage = _check_storage(storage)
+    _check_address(address)
+    (max_cells,) = check_counts(max_cells=max_cells)
+    if max_cells is not None and max_cells < 1:  # 0 would refuse every sweep as too large
+        raise UserError(f"max_cells {max_cells}: give at least 1")
     sweep, source, text = _load(spec)
     check_size(sweep, source, max_cells)  # before a single cell is built
     plan = build_plan(sweep, source=source)
@@ -129,7 +137,10 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
     if runs_here:
         check_runs_here(plan, address)
     if storage is not None:
-        plan.spec.storage = storage
+        try:
+            plan.spec.storage = storage
+        except ValueError as exc:  # pydantic's ValidationError: a control character, s3://
+            raise UserError(format_validation_error(exc)) from None
     check_storage_reachable(plan.spec.storage_location, address)
     if address is not None and address != "local":
         probe(address)  # an unreachable cluster is an input error: found before writing
@@ -137,6 +148,54 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
         check_loggers(plan.spec.loggers)
         check_data_present(plan)
     return plan
+
+
+def check_counts(**counts: Any) -> tuple[int | None, ...]:
+    """The count options (num_cpus, num_gpus, max_cells) as ints, in the order given: a
+    float, a string or a bool (1.5 CPUs, "2") is refused in one line; None stays None. Their
+    ranges are checked where they are used (check_local_resources, `prepare`)."""
+    checked = []
+    for name, value in counts.items():
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise UserError(f"{name}: expected a whole number, got {value!r}")
+            value = int(value)
+        checked.append(value)
+    return tuple(checked)
+
+
+def check_out(out: Any) -> TextIO:
+    """`out` of `run`: a text stream open for writing (a file opened for reading, a closed
+    one, or a path is refused before anything is written, not once the store exists)."""
+    if not callable(getattr(out, "write", None)) or isinstance(out, type):
+        raise UserError(f"out: expected a text stream such as sys.stdout or a file opened "
+                        f"for writing, got {type(out).__name__}")
+    if getattr(out, "closed", False):
+        raise UserError("out: the stream is closed")
+    writable = getattr(out, "writable", None)
+    if callable(writable) and not writable():
+        raise UserError("out: the stream is not open for writing")
+    return out
+
+
+def _check_storage(storage: Any) -> str | None:
+    """The `storage` option: None, or a folder path or URI (a Path is taken as its str)."""
+    if storage is None:
+        return None
+    if not isinstance(storage, (str, os.PathLike)):
+        raise UserError(f"storage: expected a folder path or URI, got "
+                        f"{type(storage).__name__} {storage!r}")
+    storage = os.fspath(storage)
+    if not isinstance(storage, str) or not storage.strip():
+        raise UserError(f"storage {storage!r}: expected a folder path or URI")
+    return storage
+
+
+def _check_address(address: Any) -> None:
+    """The `address` option: None, "local", "auto" or HOST:PORT, a str in any case."""
+    if address is not None and not (isinstance(address, str) and address.strip()):
+        raise UserError(f"address: expected HOST:PORT, ray://HOST:PORT, auto or local, got "
+                        f"{address!r}")
 
 
 def check_runs_here(plan: Plan, address: str | None) -> None:
@@ -153,7 +212,9 @@ def check_runs_here(plan: Plan, address: str | None) -> None:
 def _load(spec: SpecLike) -> tuple[SweepSpec, str, str]:
     """The spec, the name its errors start with, and the text stored as sweep.yaml."""
     if isinstance(spec, (str, os.PathLike)):
-        path = str(spec)
+        path = os.fspath(spec)
+        if not isinstance(path, str) or not path.strip():
+            raise UserError(f"sweep file {path!r}: expected the path of a sweep file")
         return load_spec(path), path, Path(path).read_text()
     if isinstance(spec, Mapping):
         spec = validate(SweepSpec, dict(spec), source="sweep")
@@ -232,6 +293,7 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
     """The listing of the cells, what the store already holds and the cost table; writes
     nothing, starts nothing (the same input checks as `run`, but data that is not there yet
     is a note: the plan does not need it)."""
+    num_cpus, num_gpus = check_counts(num_cpus=num_cpus, num_gpus=num_gpus)
     plan = prepare(spec, storage, address, check_data=False, max_cells=max_cells,
                    runs_here=True)
     check_loggers(plan.spec.loggers)
