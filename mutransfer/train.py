@@ -262,6 +262,9 @@ def run_trial(config: TrialConfig, report: Report | None = None,
     are reported again first, so `report` always sees every eval point of the trial once, in
     order) and offer it the loop state at every eval point but the last.
     """
+    if not isinstance(config, TrialConfig):  # before: AttributeError 'dict' ... 'train'
+        raise UserError(f"run_trial: expected a TrialConfig, got {type(config).__name__} "
+                        f"(mutransfer.TrialConfig(**fields) builds one)")
     flush_denormals()  # before the first parallel op: threads created later inherit it
     start = time.perf_counter()
     trial, loop, resumed = _start(config, checkpoint)

@@ -229,3 +229,36 @@ def test_write_refuses_a_target_that_is_no_folder_and_writes_nothing(result, tmp
         with pytest.raises(UserError, match=needle):
             result.write(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+# -- read_tables, run_trial, analyze -------------------------------------------------------------
+
+@pytest.mark.parametrize("path,needle", [
+    (5, "read_tables: expected a results folder or URI, got 5"),
+    (None, "read_tables: expected a results folder or URI, got None"),
+    ("", "read_tables: expected a results folder or URI, got ''"),
+])
+def test_read_tables_refuses_what_names_no_folder(path, needle):
+    """Before: empty tables, as for a store not there yet."""
+    with pytest.raises(UserError, match=re.escape(needle)):
+        mutransfer.read_tables(path)
+
+
+def test_read_tables_refuses_a_file_and_reads_a_missing_folder_as_empty(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError, match="is a file, not a results folder"):
+        mutransfer.read_tables(tmp_path / "f")
+    assert mutransfer.read_tables(tmp_path / "not_yet").trials.empty
+
+
+@pytest.mark.parametrize("config", [{"width": 16}, None, 5])
+def test_run_trial_refuses_what_is_no_trial_config(config):
+    """Before: AttributeError: 'dict' object has no attribute 'train'."""
+    with pytest.raises(UserError, match="run_trial: expected a TrialConfig, got "):
+        mutransfer.run_trial(config)
+
+
+def test_analyze_of_an_empty_path_names_it():
+    """Before: "no trials in  (expected /trials/part-*.parquet)"."""
+    with pytest.raises(UserError, match=re.escape("expected a results folder, got ''")):
+        mutransfer.analyze("")

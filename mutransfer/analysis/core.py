@@ -107,6 +107,8 @@ def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables
     """Both tables (read from `results_dir` unless given), or a one-line UserError when
     there are no trials to analyze."""
     root = str(results_dir).rstrip("/")
+    if not root.strip():  # '' (or "/"): no folder named; before, a garbled "no trials in "
+        raise UserError(f"expected a results folder, got {str(results_dir)!r}")
     if tables is None:
         store = Store(root)
         if not store.exists():

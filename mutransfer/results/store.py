@@ -14,6 +14,7 @@ and any Parquet reader reads either folder as a table.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import time
 import uuid
@@ -614,8 +615,15 @@ def _finished_attempt_mask(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.Seri
 
 def read_tables(path: str | Path, include_running: bool = False) -> Tables:
     """Both tables of a results folder or URI (empty frames with the documented columns if
-    absent). Steps hold each finished trial's rows once; see `Store.tables`."""
-    return Store(path).tables(include_running=include_running)
+    absent). Steps hold each finished trial's rows once; see `Store.tables`. A path that is
+    no path ('', a number) or a file: UserError (before: empty tables, as if absent)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip():
+        raise UserError(f"read_tables: expected a results folder or URI, got {path!r}")
+    store = Store(path)
+    what = not_a_folder(store.fs, store.root)
+    if what is not None:
+        raise UserError(f"{store.location}: is {what}, not a results folder")
+    return store.tables(include_running=include_running)
 
 
 def versions() -> str:
