@@ -197,7 +197,9 @@ def read_index(path: Path) -> dict[str, Any] | None:
     UserError (one line, with the fix) when it is unreadable or of the wrong shape."""
     try:
         index = json.loads((path / INDEX).read_text())
-    except FileNotFoundError:
+    # no cache; NotADirectory: cache_dir is a file, which prepare names (it cannot create
+    # the folder) instead of calling a cache there damaged
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError) as exc:
         raise UserError(f"token cache {path}: unreadable index ({exc}); "

@@ -71,15 +71,20 @@ def _open(path: Path, name: str, text_column: str) -> pq.ParquetFile:
         raise UserError(f"{name}: {path}: no {text_column!r} column (columns: "
                         f"{', '.join(schema.names) or 'none'}); set data.text_column")
     typ = schema.field(text_column).type
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)
-            or pa.types.is_string_view(typ)):
+    if not _is_text(typ.value_type if pa.types.is_dictionary(typ) else typ):
         raise UserError(f"{name}: {path}: column {text_column!r} holds {typ}, not strings")
     return pf
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ) or \
+        pa.types.is_string_view(typ)
 
 
 def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
     """Row groups of every shard, checking each file's schema; UserError when none has rows."""
     units = []
+    nulls = 0  # rows whose text the files' statistics say is null
     for path, key in zip(fileset.files, fileset.keys()):
         meta = _open(path, name, text_column).metadata
         stat = path.stat()
@@ -88,12 +93,27 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
             n = meta.row_group(rg).num_rows
             if n:
                 units.append(Unit(path, key, rg, first, n, (stat.st_size, stat.st_mtime_ns)))
+                nulls += _null_count(meta.row_group(rg), text_column)
             first += n
+    where = fileset.root if len(fileset.files) > 1 else fileset.files[0]
     if not units:
         what = "file has" if len(fileset.files) == 1 else f"{len(fileset.files)} files have"
-        raise UserError(f"{name}: {fileset.root if len(fileset.files) > 1 else fileset.files[0]}"
-                        f": the {what} no rows (empty Parquet)")
+        raise UserError(f"{name}: {where}: the {what} no rows (empty Parquet)")
+    rows = sum(u.n_rows for u in units)
+    if nulls == rows:  # a stream of no text: refused here, not after a whole tokenizing pass
+        raise UserError(f"{name}: {where}: every {text_column!r} value is null ({rows} rows): "
+                        f"no text")
     return units
+
+
+def _null_count(row_group: pq.RowGroupMetaData, text_column: str) -> int:
+    """Nulls of the column in a row group by its statistics (0 when it has none)."""
+    for j in range(row_group.num_columns):
+        col = row_group.column(j)
+        if col.path_in_schema == text_column:
+            stats = col.statistics
+            return int(stats.null_count) if stats is not None and stats.has_null_count else 0
+    return 0
 
 
 def epoch_order(n_units: int, split: Split, seed: int, epoch: int) -> np.ndarray:
@@ -117,6 +137,8 @@ def unit_texts(unit: Unit, split: Split, text_column: str, split_seed: int,
     for rb in pf.iter_batches(batch_size=READ_ROWS, row_groups=[unit.row_group],
                               columns=[text_column]):
         col = rb.column(0)
+        if pa.types.is_dictionary(col.type):  # strings stored as a dictionary (categorical)
+            col = col.dictionary_decode()
         mask = split_mask(unit, split, offset, len(col), split_seed, eval_fraction)
         offset += len(col)
         texts = pc.drop_null(col.filter(pa.array(mask)))

@@ -87,15 +87,18 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     """stdlib, text: the two buffers the in-memory source holds, train then eval."""
     # the readers (data.text, data.parquet, data.hf, data.memory) import torch: imported where
     # used, so that importing this module does not
-    from mutransfer.data.text import corpus_from_files
+    from mutransfer.data.text import corpus_from_files, read_text_file
 
     tok = make_tokenizer(cfg.tokenizer)
     files = ref.files
     sizes = [p.stat().st_size for p in files.files]
     if not any(sizes):  # what corpus_from_files refuses, before the work is announced
         raise UserError(f"{cfg.source}: the files are empty ({files.where})")
+    # read (and checked: readable, not binary or UTF-16) before the work is announced
+    contents = {f: read_text_file(cfg.source, f) for f in files.files}
     progress(0, len(files.files), 0)
-    corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed)
+    corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed,
+                               contents)
     train, eval_ = corpus.buffers["train"], corpus.buffers["eval"]
     checksum = Checksum()
     with open(folder / shard_name(0), "wb") as f:
@@ -134,6 +137,12 @@ def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     if sum(p.stat().st_size for p in files.files) < POOL_BYTES:
         workers = 1
     results = _run_jobs(jobs, workers, progress)
+    for k, split in enumerate(("train", "eval")):
+        if not sum(counts[k] for result in results for counts in result[0]):
+            # rows fell in the split, but every text of them is null: a cache of it could
+            # never give a batch, so none is written
+            raise UserError(f"{cfg.source}: the {split} split has no text (its "
+                            f"{cfg.text_column!r} values are all null) in {files.where}")
     rows, shards, digests = [], [], []
     for (i, _, file_units, *_), (counts, digest, shard) in zip(jobs, results):
         offset = 0

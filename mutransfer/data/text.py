@@ -22,23 +22,49 @@ from mutransfer.data.tokenizers import Tokenizer, make_tokenizer
 from mutransfer.errors import UserError
 from mutransfer.statusline import human
 
+# byte-order marks of UTF-16 and UTF-32 (UTF-32 first: its little-endian mark starts as UTF-16's)
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+         (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
 
-def _encode(tok: Tokenizer, files: list[Path]) -> np.ndarray:
-    return tok.encode_docs([f.read_bytes() for f in files])
+
+def read_text_file(name: str, path: Path) -> bytes:
+    """The bytes of one text file; UserError (one line) when it cannot be read or is not
+    UTF-8-like text: a NUL byte is the byte tokenizer's end-of-text token, and UTF-16 or -32
+    text (every other byte NUL) would be trained on as a stream of document ends."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{name}: {path}: cannot read it ({exc.strerror or exc})") from None
+    enc = next((e for bom, e in _BOMS if data.startswith(bom)), None)
+    if enc:
+        raise UserError(f"{name}: {path}: {enc} text (it starts with a {enc} byte-order mark); "
+                        f"convert it to UTF-8")
+    at = data.find(b"\0")
+    if at >= 0:
+        raise UserError(f"{name}: {path}: a NUL byte at offset {at}: not text (binary, or "
+                        f"UTF-16/32 without a byte-order mark); text files are UTF-8")
+    return data
 
 
 def corpus_from_files(name: str, fileset: FileSet, tok: Tokenizer, eval_fraction: float,
-                      split_seed: int) -> MemorySource:
+                      split_seed: int, contents: dict[Path, bytes] | None = None
+                      ) -> MemorySource:
+    """The two buffers of the files; `contents`: the files' bytes when already read."""
     files = list(fileset.files)
+
+    def _encode(part: list[Path]) -> np.ndarray:
+        return tok.encode_docs([contents[f] if contents is not None else
+                                read_text_file(name, f) for f in part])
+
     if len(files) == 1:
-        tokens = _encode(tok, files)
+        tokens = _encode(files)
         cut = len(tokens) - math.ceil(len(tokens) * eval_fraction)
         train, eval_ = tokens[:cut], tokens[cut:]
         how = f"1 file, its last {eval_fraction:.0%} held out"
     else:
         flags = split_keys(fileset.keys(), split_seed, eval_fraction)
-        train = _encode(tok, [f for f, e in zip(files, flags) if not e])
-        eval_ = _encode(tok, [f for f, e in zip(files, flags) if e])
+        train = _encode([f for f, e in zip(files, flags) if not e])
+        eval_ = _encode([f for f, e in zip(files, flags) if e])
         how = f"{len(files)} files ({len(files) - sum(flags)} train / {sum(flags)} eval)"
     if len(train) + len(eval_) <= len(files):  # nothing but end-of-text tokens
         raise UserError(f"{name}: the files are empty ({fileset.where})")
