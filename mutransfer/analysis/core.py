@@ -148,9 +148,8 @@ def missing_steps_note(trials: pd.DataFrame, steps: pd.DataFrame) -> list[str]:
     curves are not drawn at all)."""
     if steps.empty:
         return []
-    if "status" in trials:
-        trials = trials[trials["status"].astype(str).isin(("complete", "diverged"))]
-    missing = int((~trials["trial_id"].isin(steps["trial_id"])).sum())
+    finished = trials[trials["status"].astype(str).isin(("complete", "diverged"))]
+    missing = int((~finished["trial_id"].isin(steps["trial_id"])).sum())
     return [f"{missing} finished trials have no step rows (their steps parts are missing): "
             "the training curves average the seeds that have them; lr* and the tables read "
             "the trials table and do not need them"] if missing else []
@@ -257,7 +256,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     trials, generation_note = one_generation(trials)
     if generation_note or row_notes:  # the steps of the trials left out go too
         tables = Tables(trials, tables.steps[tables.steps["trial_id"].isin(trials["trial_id"])])
-    ran = trials[trials["status"].astype(str) != "failed"] if "status" in trials else trials
+    ran = trials[trials["status"].astype(str) != "failed"]  # check_columns gave it a status
     choice = choose(results_dir, ran, target, scale)
     prep = prepare(trials, choice)
     if prep.trials.empty:

@@ -17,7 +17,8 @@ NEEDED = ("trial_id", "width", "parameterization", "lr", "seed", "final_eval_los
 
 def check_columns(root: str, trials: pd.DataFrame) -> pd.DataFrame:
     """The trials with the columns the analysis reads, or a one-line UserError naming those
-    missing; a table without `diverged` takes it from `status`."""
+    missing; a table without `diverged` takes it from `status`, one without `status` from
+    `diverged` (a trials row is written when its trial ends: complete or diverged)."""
     missing = [c for c in NEEDED if c not in trials]
     if "status" not in trials and "diverged" not in trials:
         missing.append("status")
@@ -27,6 +28,9 @@ def check_columns(root: str, trials: pd.DataFrame) -> pd.DataFrame:
                         "can analyze (docs/results-format.md)")
     if "diverged" not in trials:
         trials = trials.assign(diverged=trials["status"].astype(str).eq("diverged"))
+    if "status" not in trials:
+        trials = trials.assign(status=np.where(trials["diverged"].fillna(False).astype(bool),
+                                               "diverged", "complete"))
     return trials
 
 
@@ -42,9 +46,8 @@ def usable_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def _each_trial_once(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The first row of each trial id, a finished row before a failed one."""
-    status = trials["status"].astype(str) if "status" in trials else \
-        pd.Series("complete", index=trials.index)
-    order = np.argsort(~status.isin(DONE_STATUSES).to_numpy(), kind="stable")
+    done = trials["status"].astype(str).isin(DONE_STATUSES).to_numpy()
+    order = np.argsort(~done, kind="stable")
     ordered = trials.iloc[order]
     again = (ordered["trial_id"].notna() & ordered.duplicated("trial_id")).to_numpy()
     if not again.any():

@@ -90,9 +90,9 @@ class Plan:
     def replaced_by_axes(self) -> list[str]:
         """A note per value the file sets that an axis sets in every cell (`train.lr` beside
         an `lr` axis): the file's value is not used, and before this said so nowhere."""
-        notes = []
+        notes, base = [], self.spec.base_config()
         for axis in self.axes:
-            node: Any = self.spec.base_config()
+            node: Any = base
             for key in axis.path.split("."):
                 node = node.get(key, _UNSET) if isinstance(node, dict) else _UNSET
             if node is not _UNSET and node != {}:  # an empty section sets nothing
