@@ -7,6 +7,12 @@ class UserError(Exception):
     """Bad input from the user: printed as one line by the CLI, exit code 2, nothing written."""
 
 
+class DataMissing(UserError):
+    """The data is not where the config says (no such file, nothing matches a glob): the one
+    data error whose fix is to put the data there, which a sweep file's check adds as a hint
+    (a file that is there but unreadable or malformed needs another fix)."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message, or its type's name when it has none."""
     text = str(exc).strip()

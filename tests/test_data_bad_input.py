@@ -33,7 +33,7 @@ def caches(data_dir: Path) -> list[str]:
 
 def refused_everywhere(cfg: DataConfig, data_dir: Path, words: str) -> None:
     """validate (in memory), prepare and a trial (cache use) all refuse, saying `words`,
-    before anything is announced, and no cache is left."""
+    before anything is announced, and leave no cache nor a folder made for one."""
     with pytest.raises(UserError, match=words):
         check_batches(cfg, [(2, 16)])
     out = io.StringIO()
@@ -42,7 +42,7 @@ def refused_everywhere(cfg: DataConfig, data_dir: Path, words: str) -> None:
     assert out.getvalue() == ""  # one error line, no "preparing ..." before it
     with pytest.raises(UserError, match=words):
         load_data(cfg)
-    assert caches(data_dir) == []
+    assert not data_dir.exists()  # not even the folders a cache would have gone into
 
 
 @pytest.mark.parametrize("encoding,name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
@@ -168,3 +168,85 @@ def test_a_dictionary_encoded_text_column_reads_as_its_strings(tmp_path, data_di
     for split in ("train", "eval"):
         a, b, c = (next(s.batches(split, 2, 16, seed=0))[0] for s in (*streams, cached))
         assert a.equal(b) and a.equal(c)
+
+
+def test_a_refused_source_leaves_not_even_the_folders_made_for_its_cache(tmp_path):
+    cache_dir = tmp_path / "made" / "by" / "prepare"
+    path = tmp_path / "wide.txt"
+    path.write_bytes(TEXT.encode("utf-16"))
+    cfg = DataConfig(source="text", path=str(path), cache_dir=str(cache_dir))
+    with pytest.raises(UserError, match="UTF-16"):
+        prepare_caches([cfg.model_dump()], workers=1)
+    assert not (tmp_path / "made").exists()
+
+
+def test_a_refused_source_keeps_the_folders_that_were_there(tmp_path, data_dir):
+    (data_dir / "tokens").mkdir(parents=True)  # empty, but the user's
+    path = tmp_path / "wide.txt"
+    path.write_bytes(TEXT.encode("utf-16"))
+    with pytest.raises(UserError, match="UTF-16"):
+        prepare_caches([DataConfig(source="text", path=str(path)).model_dump()], workers=1)
+    assert (data_dir / "tokens").is_dir() and caches(data_dir) == []
+
+
+@pytest.fixture(scope="module")
+def bpe_json(tmp_path_factory) -> str:
+    """A tokenizers JSON file: a tokenizer of text, which decodes what it reads as UTF-8."""
+    pytest.importorskip("tokenizers")
+    from tests.bpe import train_bpe
+
+    return str(train_bpe(tmp_path_factory.mktemp("bpe") / "tokenizer.json"))
+
+
+def test_a_file_not_utf8_is_refused_for_a_tokenizer_of_text_naming_the_first_bad_byte(
+        tmp_path, data_dir, bpe_json):
+    # decoded with replacement, each latin-1 byte became U+FFFD: a corpus changed silently
+    path = tmp_path / "latin.txt"
+    path.write_bytes(("caf\xe9 na\xefve r\xe9sum\xe9. " * 40).encode("latin-1"))
+    refused_everywhere(DataConfig(source="text", path=str(path), tokenizer=bpe_json), data_dir,
+                       "latin.txt: not UTF-8 \\(byte 0xe9 at offset 3\\), which tokenizer "
+                       ".*tokenizer.json reads; convert it to UTF-8")
+
+
+def test_utf8_text_is_tokenized_as_its_text_by_a_tokenizer_of_text(tmp_path, data_dir,
+                                                                   bpe_json):
+    from mutransfer.data.tokenizers import make_tokenizer
+
+    text = "café naïve résumé ✓ " * 40
+    path = tmp_path / "utf8.txt"
+    path.write_text(text, encoding="utf-8")
+    source = load_data(DataConfig(source="text", path=str(path), tokenizer=bpe_json))
+    tokens = [*source.buffers["train"].tolist(), *source.buffers["eval"].tolist()]
+    assert tokens == make_tokenizer(bpe_json).encode_docs([text]).tolist()
+
+
+def test_a_nul_byte_in_a_parquet_text_is_refused_naming_its_row(tmp_path, data_dir):
+    # the byte tokenizer's end-of-text token: that document would be cut in two, silently
+    texts = [f"document {i}, some words." for i in range(200)]
+    texts[150] = "a document with a NUL\0byte in it"
+    path = tmp_path / "nul.parquet"
+    pq.write_table(pa.table({"text": texts}), path)
+    cfg = DataConfig(source="parquet", path=str(path))
+    words = ("nul.parquet: row 150 \\(in row group 0\\): its 'text' value holds a NUL byte, "
+             "the byte tokenizer's end-of-text token; remove the NUL bytes")
+    # found as the texts are tokenized (no pass over the data of its own), so after prepare
+    # announced its work
+    with pytest.raises(UserError, match=words):
+        check_batches(cfg, [(2, 16)])
+    with pytest.raises(UserError, match=words):
+        prepare_caches([cfg.model_dump()], workers=1)
+    with pytest.raises(UserError, match=words):
+        load_data(cfg)
+    assert not data_dir.exists()
+
+
+def test_a_nul_byte_in_a_later_row_group_is_refused_when_the_cache_is_prepared(tmp_path,
+                                                                                data_dir):
+    texts = [f"document {i}, some words." for i in range(400)]
+    texts[377] = "\0"
+    path = tmp_path / "nul.parquet"
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=100)
+    cfg = DataConfig(source="parquet", path=str(path))
+    with pytest.raises(UserError, match="nul.parquet: row 377 \\(in row group 3\\)"):
+        prepare_caches([cfg.model_dump()], workers=1)
+    assert not data_dir.exists()

@@ -41,7 +41,8 @@ def caches(data_dir) -> list[str]:
 
 def hidden(data_dir) -> list[str]:
     """Hidden entries of the cache folder: preparers' folders and lock files."""
-    return sorted(p.name for p in (data_dir / "tokens").iterdir() if p.name.startswith("."))
+    root = data_dir / "tokens"  # a refused preparer removes the folders it made
+    return sorted(p.name for p in root.iterdir() if p.name.startswith(".")) if root.is_dir() else []
 
 
 def both(cfg: DataConfig):

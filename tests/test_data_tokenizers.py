@@ -72,3 +72,16 @@ def test_an_unknown_tiktoken_name_lists_the_known_ones():
     make_tokenizer.cache_clear()
     with pytest.raises(UserError, match="not a tiktoken encoding .*cl100k_base"):
         make_tokenizer("no_such_encoding")
+
+
+def test_a_special_tokens_text_inside_a_document_is_text_for_a_tokenizers_json(tmp_path):
+    """As tiktoken's adapter reads it (above): only the end-of-text token added after each
+    document ends it, not the same characters inside it."""
+    pytest.importorskip("tokenizers")
+    from tests.bpe import train_bpe
+
+    make_tokenizer.cache_clear()
+    tok = make_tokenizer(str(train_bpe(tmp_path / "tok.json", n_files=5)))
+    ids = tok.encode_docs(["a<|endoftext|>b", "<|endoftext|>"]).tolist()
+    assert ids.count(tok.eot) == 2 and ids[-1] == tok.eot
+    assert len(ids) > 4  # the characters, not one token each

@@ -6,6 +6,11 @@ cache_dir the cluster shares) and says where each cache is."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the modules themselves are imported where used: `mutransfer --help` stays fast
+    from mutransfer.data.cache import CacheRef
+    from mutransfer.sweep.plan.cells import Plan
 
 
 def add_arguments(p, name: str) -> None:
@@ -22,7 +27,6 @@ def run(args) -> int:
     from mutransfer.data.cache import discard, locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES, fingerprint_of_cache
     from mutransfer.data.config import DataConfig
-    from mutransfer.data.preflight import prepare_caches
     from mutransfer.errors import UserError
     from mutransfer.statusline import human
     from mutransfer.sweep.run.driver import prepare
@@ -41,10 +45,7 @@ def run(args) -> int:
                 ref = locate(DataConfig.model_validate(raw))
                 if discard(ref):
                     print(f"{path}: deleted the token cache {ref.path}")
-        try:
-            prepare_caches(datas, out=sys.stdout, workers=args.workers)
-        except UserError as exc:
-            raise UserError(f"{path}: data: {exc}") from None
+        _prepare_checked(path, plan, datas, args.workers)
         for raw in datas:
             cfg = DataConfig.model_validate(raw)
             cache = open_cache(locate(cfg))
@@ -53,6 +54,45 @@ def run(args) -> int:
                   f"{human(fp['bytes'])}B -> {human(fp['train_tokens'])} train + "
                   f"{human(fp['eval_tokens'])} eval tokens in {cache.path}")
     return 0
+
+
+def _prepare_checked(path: str, plan: Plan, datas: list[dict[str, Any]],
+                     workers: int | None) -> None:
+    """Tokenize the file's sources, then draw a batch of each shape its trials use, as the
+    sweep's pre-flight does: data too small for a batch is refused here, not by the sweep
+    once its cache exists. A refusal removes the caches this call wrote and the folders it
+    made for them (a cache there before the call stays)."""
+    from mutransfer.data.cache import discard, missing_folders, remove_empty, tokens_root
+    from mutransfer.data.config import DataConfig
+    from mutransfer.data.preflight import prepare_caches
+    from mutransfer.errors import UserError
+
+    roots = dict.fromkeys(tokens_root(DataConfig.model_validate(raw)) for raw in datas)
+    made = [folder for root in roots for folder in missing_folders(root)]
+    written: list[CacheRef] = []
+    try:
+        try:
+            prepare_caches(datas, out=sys.stdout, workers=workers, written=written)
+        except UserError as exc:
+            raise UserError(f"{path}: data: {exc}") from None
+        _check_batches(plan, path)
+    except UserError:
+        for ref in written:
+            discard(ref)
+        remove_empty(made)
+        raise
+
+
+def _check_batches(plan: Plan, path: str) -> None:
+    """What `sweep` (or `check`) checks of the data before its first trial, in its words."""
+    from mutransfer.commands.check_plan import check_transfer_data
+    from mutransfer.commands.check_spec import is_check_file
+    from mutransfer.sweep.run.driver import check_data_present
+
+    if is_check_file(path):
+        check_transfer_data(plan, path)
+    else:
+        check_data_present(plan)
 
 
 def _plan(prepare, path: str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from mutransfer.errors import UserError
+from mutransfer.errors import DataMissing, UserError
 
 
 def add_arguments(p, name: str) -> None:
@@ -101,5 +101,7 @@ def _checked_plan(prepare, path: str, args):
         except UserError:
             raise UserError(f"{exc} (installed on the cluster only? `--no-data` checks the "
                             f"file without this machine's data and packages)") from None
+        if not isinstance(exc, DataMissing):  # data that is there but refused: no hint
+            raise
         raise UserError(f"{exc} (data only on the cluster? `--no-data` checks the file "
                         f"without it)") from None

@@ -327,28 +327,68 @@ def remove_stale(root: Path, key: str) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for each in (folder, *folder.parents):
+        if each.exists():
+            break
+        missing.append(each)
+    return missing
+
+
+def make_folders(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; those this call created, deepest first (on
+    an OSError, none: the ones made so far are removed again)."""
+    created: list[Path] = []
+    try:
+        for each in reversed(missing_folders(folder)):
+            try:
+                each.mkdir()
+            except FileExistsError:  # made meanwhile by another preparer: not ours to remove
+                continue
+            created.insert(0, each)
+    except OSError:
+        remove_empty(created)
+        raise
+    return created
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove those of `folders` that are empty, deepest first. One that is not empty stays:
+    another preparer made its lock or its cache there meanwhile."""
+    for folder in sorted(folders, key=lambda f: len(f.absolute().parts), reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
 @contextlib.contextmanager
 def preparing(ref: CacheRef) -> Iterator[Path | None]:
     """Hold the key's lock and give a fresh hidden folder to write the cache into, or None
     when the cache exists (another preparer finished while this one waited). On a clean
-    exit the folder is renamed into place; on an error it is removed."""
+    exit the folder is renamed into place; on an error it is removed, and so are the
+    folders above it that this call created (a refused source leaves no trace)."""
     try:
-        ref.root.mkdir(parents=True, exist_ok=True)
+        created = make_folders(ref.root)
     except OSError as exc:
         raise UserError(f"token cache: cannot create {ref.root} ({exc.strerror or exc}); set "
                         f"data.cache_dir to a writable folder") from None
-    with _locked(ref.root / f".{ref.key}.lock"):
-        if ref.exists():
-            yield None
-            return
-        remove_stale(ref.root, ref.key)
-        tmp = ref.root / f"{_tmp_prefix(ref.key)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        try:
-            yield tmp
-            publish(tmp, ref.path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with _locked(ref.root / f".{ref.key}.lock"):
+            if ref.exists():
+                yield None
+                return
+            remove_stale(ref.root, ref.key)
+            tmp = ref.root / f"{_tmp_prefix(ref.key)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            try:
+                yield tmp
+                publish(tmp, ref.path)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:  # a refusal or a Ctrl-C alike: the lock file and tmp are gone
+        remove_empty(created)
+        raise
 
 
 def discard(ref: CacheRef) -> bool:

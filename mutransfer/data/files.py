@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mutransfer.configbase import user_dir as data_dir  # noqa: F401  (the data's home)
-from mutransfer.errors import UserError
+from mutransfer.errors import DataMissing
 
 _MAGIC = "*?["
 
@@ -45,7 +45,7 @@ def visible(path: Path, root: Path) -> bool:
 
 def resolve_files(path: str, source: str, suffix: str | None = None) -> FileSet:
     """Sorted regular files; a directory is searched recursively (hidden names skipped, and
-    only `suffix` files when given). UserError naming the path when nothing is found."""
+    only `suffix` files when given). DataMissing naming the path when nothing is found."""
     p = os.path.expanduser(path)
     if any(c in p for c in _MAGIC):
         root = static_root(p)
@@ -58,8 +58,8 @@ def resolve_files(path: str, source: str, suffix: str | None = None) -> FileSet:
         root = Path(p).parent
         files = [Path(p)]
     else:
-        raise UserError(f"{source}: {path}: no such file or directory")
+        raise DataMissing(f"{source}: {path}: no such file or directory")
     if not files:
         what = f"no {suffix} files" if suffix else "no files"
-        raise UserError(f"{source}: {what} match {path}")
+        raise DataMissing(f"{source}: {what} match {path}")
     return FileSet(root=root, files=tuple(files))

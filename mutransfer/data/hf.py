@@ -22,7 +22,7 @@ import yaml
 from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, data_dir, static_root, visible
 from mutransfer.data.parquet import ParquetSource, parquet_source
-from mutransfer.errors import UserError, first_line
+from mutransfer.errors import DataMissing, UserError, first_line
 
 
 def default_cache_dir() -> Path:
@@ -130,7 +130,7 @@ def _fetch(cfg: DataConfig, local: Path, patterns: list[str]) -> list[str]:
     names = hub.HfApi().list_repo_files(cfg.dataset, **kw)
     chosen = match_files(names, patterns, cfg.max_files)
     if not chosen:
-        raise UserError(f"hf: no Parquet files of {cfg.dataset} match {', '.join(patterns)}; "
+        raise DataMissing(f"hf: no Parquet files of {cfg.dataset} match {', '.join(patterns)}; "
                         "set data.files")
     hub.snapshot_download(cfg.dataset, allow_patterns=chosen, local_dir=local, **kw)
     return chosen

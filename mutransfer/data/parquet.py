@@ -33,7 +33,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, resolve_files
 from mutransfer.data.packing import packed_batches
 from mutransfer.data.splits import rows_in_eval
-from mutransfer.data.tokenizers import Tokenizer, make_tokenizer, token_dtype
+from mutransfer.data.tokenizers import ByteTokenizer, Tokenizer, make_tokenizer, token_dtype
 from mutransfer.errors import UserError, first_line
 from mutransfer.statusline import human
 
@@ -146,6 +146,32 @@ def unit_texts(unit: Unit, split: Split, text_column: str, split_seed: int,
             yield texts
 
 
+def encode_texts(tok: Tokenizer, texts: pa.Array, unit: Unit, name: str,
+                 text_column: str) -> np.ndarray:
+    """The tokens of some of a unit's texts (what the stream emits of them, and the cache
+    stores); UserError when a text holds a NUL byte, the byte tokenizer's end-of-text token,
+    which would cut its document in two (text files are refused for it too, data/text.py).
+    The check counts the zeros of the tokens just made: no second read of the data."""
+    ids = tok.encode_docs(texts.to_pylist())
+    if isinstance(tok, ByteTokenizer) and len(ids) - np.count_nonzero(ids) > len(texts):
+        row = first_nul_row(unit, text_column)
+        raise UserError(f"{name}: {unit.path}: row {row} (in row group {unit.row_group}): its "
+                        f"{text_column!r} value holds a NUL byte, the byte tokenizer's "
+                        f"end-of-text token; remove the NUL bytes from that column (or use a "
+                        f"tiktoken or tokenizers tokenizer, to which NUL is a character)")
+    return ids
+
+
+def first_nul_row(unit: Unit, text_column: str) -> int:
+    """The index in its file of the unit's first row whose text holds a NUL byte (a second
+    read of the row group, made only to name the row in a refusal)."""
+    col = pq.ParquetFile(unit.path).read_row_group(unit.row_group,
+                                                   columns=[text_column]).column(0)
+    if pa.types.is_dictionary(col.type):  # a chunked array has no dictionary_decode
+        col = col.cast(col.type.value_type)
+    return unit.first_row + pc.index(pc.match_substring(col, "\0"), True).as_py()
+
+
 class ParquetSource:
     def __init__(self, name: str, units: list[Unit], tok: Tokenizer, cfg: DataConfig,
                  description: str):
@@ -200,7 +226,7 @@ class ParquetSource:
             return
         parts = []
         for texts in self._texts(unit, split):
-            parts.append(self.tok.encode_docs(texts.to_pylist()))
+            parts.append(encode_texts(self.tok, texts, unit, self.name, self.text_column))
             yield parts[-1]
         _COUNTS[key] = sum(len(p) for p in parts)
         size = sum(p.nbytes for p in parts)

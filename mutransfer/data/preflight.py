@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from mutransfer.data.base import SPLITS
-from mutransfer.data.cache import locate, open_cache
+from mutransfer.data.cache import CacheRef, locate, open_cache
 from mutransfer.data.config import DataConfig
 from mutransfer.data.loader import load_data
 from mutransfer.data.prepare import prepare_cache
@@ -46,9 +46,12 @@ def shapes_by_data(configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
 
 
 def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
-                   workers: int | None = None) -> list[str]:
+                   workers: int | None = None, written: list[CacheRef] | None = None
+                   ) -> list[str]:
     """Tokenize each distinct text source into its token cache unless it is there (the
-    sweep's pre-flight, `mutransfer prepare`); the cache folder of each, in order."""
+    sweep's pre-flight, `mutransfer prepare`); the cache folder of each, in order.
+    `written`: gets each cache this call wrote as it is written (also when a later source is
+    refused), so that a caller whose own check then fails can remove them again."""
     # imported here: data.cached (for CACHED_SOURCES) imports torch, this module does not
     from mutransfer.data.cached import CACHED_SOURCES
 
@@ -59,6 +62,8 @@ def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
             continue
         ref = locate(cfg)
         if open_cache(ref) is None:
-            prepare_cache(cfg, ref, workers=workers, out=out)
+            _, wrote = prepare_cache(cfg, ref, workers=workers, out=out)
+            if wrote and written is not None:
+                written.append(ref)
         folders.append(str(ref.path))
     return folders

@@ -94,8 +94,9 @@ def _memory(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     sizes = [p.stat().st_size for p in files.files]
     if not any(sizes):  # what corpus_from_files refuses, before the work is announced
         raise UserError(f"{cfg.source}: the files are empty ({files.where})")
-    # read (and checked: readable, not binary or UTF-16) before the work is announced
-    contents = {f: read_text_file(cfg.source, f) for f in files.files}
+    # read (and checked: readable, not binary or UTF-16, UTF-8 for a tokenizer of text) before
+    # the work is announced
+    contents = {f: read_text_file(cfg.source, f, tok) for f in files.files}
     progress(0, len(files.files), 0)
     corpus = corpus_from_files(cfg.source, files, tok, cfg.eval_fraction, cfg.split_seed,
                                contents)
@@ -132,7 +133,7 @@ def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
     ParquetSource(cfg.source, units, tok, cfg, desc)  # both splits get documents, or UserError
     progress(0, len(files.files), 0)
     jobs = [(i, path, [u for u in units if u.path == path], cfg.text_column, cfg.split_seed,
-             cfg.eval_fraction, cfg.tokenizer, folder / shard_name(i))
+             cfg.eval_fraction, cfg.tokenizer, folder / shard_name(i), cfg.source)
             for i, path in enumerate(files.files)]
     if sum(p.stat().st_size for p in files.files) < POOL_BYTES:
         workers = 1
@@ -195,12 +196,12 @@ def _quiet_worker() -> None:
 
 
 def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed: int,
-                  eval_fraction: float, tokenizer: str, out: Path
+                  eval_fraction: float, tokenizer: str, out: Path, source: str
                   ) -> tuple[list[tuple[int, int]], str, dict[str, Any]]:
     """Write one Parquet file's shard; ([(train, eval) tokens per row group], the file's
-    content hash, the shard's largest id and checksum)."""
+    content hash, the shard's largest id and checksum). `source`: what errors are named by."""
     # imported here: the Parquet reader imports torch (see _memory)
-    from mutransfer.data.parquet import unit_texts
+    from mutransfer.data.parquet import encode_texts, unit_texts
 
     tok = make_tokenizer(tokenizer)
     counts = []
@@ -211,7 +212,7 @@ def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed:
             for split in ("train", "eval"):
                 n = 0
                 for texts in unit_texts(unit, split, text_column, split_seed, eval_fraction):
-                    ids = tok.encode_docs(texts.to_pylist())
+                    ids = encode_texts(tok, texts, unit, source, text_column)
                     f.write(ids.tobytes())
                     checksum.update(ids)
                     n += len(ids)

@@ -18,7 +18,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, resolve_files
 from mutransfer.data.memory import MemorySource
 from mutransfer.data.splits import split_keys
-from mutransfer.data.tokenizers import Tokenizer, make_tokenizer
+from mutransfer.data.tokenizers import ByteTokenizer, Tokenizer, make_tokenizer
 from mutransfer.errors import UserError
 from mutransfer.statusline import human
 
@@ -27,10 +27,11 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
          (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
 
 
-def read_text_file(name: str, path: Path) -> bytes:
-    """The bytes of one text file; UserError (one line) when it cannot be read or is not
-    UTF-8-like text: a NUL byte is the byte tokenizer's end-of-text token, and UTF-16 or -32
-    text (every other byte NUL) would be trained on as a stream of document ends."""
+def read_text_file(name: str, path: Path, tok: Tokenizer) -> bytes | str:
+    """What `tok` encodes of one text file: its bytes for the byte tokenizer (any byte is a
+    token), else its text, decoded as UTF-8. UserError (one line) when it cannot be read or is
+    not UTF-8-like text: a NUL byte is the byte tokenizer's end-of-text token, and UTF-16 or
+    -32 text (every other byte NUL) would be trained on as a stream of document ends."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -43,18 +44,29 @@ def read_text_file(name: str, path: Path) -> bytes:
     if at >= 0:
         raise UserError(f"{name}: {path}: a NUL byte at offset {at}: not text (binary, or "
                         f"UTF-16/32 without a byte-order mark); text files are UTF-8")
-    return data
+    return data if isinstance(tok, ByteTokenizer) else _utf8(name, path, data, tok)
+
+
+def _utf8(name: str, path: Path, data: bytes, tok: Tokenizer) -> str:
+    # strict: decoding with replacement would train on U+FFFD where each latin-1 or cp1252
+    # byte was, a corpus changed without a word
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{name}: {path}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+                        f"{exc.start}), which tokenizer {tok.name} reads; convert it to UTF-8 "
+                        f"(or use tokenizer: byte, which takes any bytes)") from None
 
 
 def corpus_from_files(name: str, fileset: FileSet, tok: Tokenizer, eval_fraction: float,
-                      split_seed: int, contents: dict[Path, bytes] | None = None
+                      split_seed: int, contents: dict[Path, bytes | str] | None = None
                       ) -> MemorySource:
-    """The two buffers of the files; `contents`: the files' bytes when already read."""
+    """The two buffers of the files; `contents`: the files as read_text_file gave them."""
     files = list(fileset.files)
 
     def _encode(part: list[Path]) -> np.ndarray:
         return tok.encode_docs([contents[f] if contents is not None else
-                                read_text_file(name, f) for f in part])
+                                read_text_file(name, f, tok) for f in part])
 
     if len(files) == 1:
         tokens = _encode(files)

@@ -48,6 +48,13 @@ def token_dtype(vocab_size: int) -> np.dtype:
     raise ValueError(f"vocab of {vocab_size} ids does not fit in uint32")
 
 
+def as_texts(docs: Sequence[str | bytes]) -> list[str]:
+    """The documents as text for a tokenizer of text: bytes decoded strictly (a file that is
+    not UTF-8 is refused where it is read, mutransfer/data/text.py: replacement characters
+    would change the corpus without a word)."""
+    return [d.decode("utf-8") if isinstance(d, bytes) else d for d in docs]
+
+
 class ByteTokenizer:
     """UTF-8 bytes; text files are read as bytes and never decoded."""
 
@@ -77,8 +84,7 @@ class TiktokenTokenizer:
         self.eot = int(encoding.eot_token)
 
     def encode_docs(self, docs: Sequence[str | bytes]) -> np.ndarray:
-        texts = [d.decode("utf-8", errors="replace") if isinstance(d, bytes) else d
-                 for d in docs]
+        texts = as_texts(docs)
         dtype = token_dtype(self.vocab_size)
         parts = []
         for ids in self.encoding.encode_ordinary_batch(texts):
@@ -95,6 +101,10 @@ class JsonTokenizer:
     text encoded as ordinary text, no tokens added around a document but the end-of-text one."""
 
     def __init__(self, path: str, tokenizer: Any):
+        # a special token's text inside a document ("<|endoftext|>" in a web page) is text,
+        # as tiktoken's encode_ordinary reads it: matched as the token, it would end the
+        # document there (add_special_tokens=False only leaves out the template's tokens)
+        tokenizer.encode_special_tokens = True
         self.tokenizer = tokenizer
         self.name = path
         self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
@@ -106,8 +116,7 @@ class JsonTokenizer:
         self.eot = int(found[0])
 
     def encode_docs(self, docs: Sequence[str | bytes]) -> np.ndarray:
-        texts = [d.decode("utf-8", errors="replace") if isinstance(d, bytes) else d
-                 for d in docs]
+        texts = as_texts(docs)
         dtype = token_dtype(self.vocab_size)
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
         parts = []
@@ -134,7 +143,9 @@ def tokenizer_identity(name: str) -> str:
         path = Path(name).expanduser()
         if not path.is_file():
             raise UserError(f"tokenizer {name}: no such file")
-        return f"json:{hashlib.sha256(path.read_bytes()).hexdigest()[:32]}"
+        # "text-specials": special tokens in the text read as text (caches made before that
+        # read them as the tokens: another key, so they are made again, not reused)
+        return f"json:{hashlib.sha256(path.read_bytes()).hexdigest()[:32]}:text-specials"
     try:
         from importlib.metadata import version
 

@@ -24,7 +24,7 @@ import yaml
 from mutransfer.configbase import validate
 from mutransfer.data.config import DataConfig
 from mutransfer.data.preflight import check_batches, prepare_caches, shapes_by_data
-from mutransfer.errors import UserError, format_validation_error
+from mutransfer.errors import DataMissing, UserError, format_validation_error
 from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.plan.cells import Plan, build_plan
@@ -235,9 +235,13 @@ def check_data_present(plan: Plan) -> None:
             check_batches(DataConfig.model_validate(data), shapes)
         except UserError as exc:
             path = data.get("path")
+            # only where the files are absent: a file that is there but malformed (UTF-16, a
+            # NUL byte, too short) needs another fix than putting it there
+            missing = isinstance(exc, DataMissing)
             hint = (f"; put the data at {path} (see the comment at the top of the sweep "
-                    f"file) or change data.path") if path and path in str(exc) else ""
-            raise UserError(f"{plan.source}: data: {exc}{hint}") from None
+                    f"file) or change data.path") if missing and path else ""
+            error = DataMissing if missing else UserError  # a caller may add hints of its own
+            raise error(f"{plan.source}: data: {exc}{hint}") from None
 
 
 def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
