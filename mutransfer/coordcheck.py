@@ -116,7 +116,7 @@ def _check_every_model(s: CoordSettings, name: Callable[[str], str]) -> None:
     memory = memory_bytes()
     why = batch_beyond_memory(s.batch_size, s.seq_len, (name("batch_size"), name("seq_len")),
                               memory)
-    if why:  # as `mutransfer coord-check` refuses it: before the corpus loads
+    if why:  # before the corpus loads; `mutransfer coord-check` has no check of its own
         raise UserError(why)
     for param in s.params:
         try:

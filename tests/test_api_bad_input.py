@@ -165,7 +165,7 @@ def test_an_optimizer_that_is_no_name_is_refused_by_coord_check_not_by_the_setti
     ({"params": ["sp", "sp"]}, "params: parameterization 'sp' is given twice"),
     # a repeated seed would count as a second sample in the slopes' standard error
     ({"seeds": [0, 0]}, "seeds: seed 0 is given twice"),
-    ({"seeds": [2**60]}, "seeds: out of range for a seed"),
+    ({"seeds": [2**60]}, f"seeds {2**60}: out of range for a seed"),
     ({"lr": math.inf}, "lr: must be positive, got inf"),
 ])
 def test_coord_check_refuses_settings_that_would_measure_nothing_or_wrongly(no_measuring,

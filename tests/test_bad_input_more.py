@@ -224,9 +224,16 @@ def test_train_refuses_a_trial_no_machine_holds_before_its_data_loads(
 
 @pytest.fixture
 def no_measuring(monkeypatch):
+    """coord_check runs its checks as they are; the corpus and the measurement are stubs
+    that record being reached (neither may be)."""
     done: list[str] = []
-    monkeypatch.setattr("mutransfer.coordcheck.coord_check",
-                        lambda *a, **k: done.append("measured"))
+
+    def reached(*args, **kwargs):
+        done.append("measured")
+        raise AssertionError("measured")
+
+    monkeypatch.setattr("mutransfer.coordcheck.load_data", reached)
+    monkeypatch.setattr("mutransfer.coordcheck.run_coord_check", reached)
     return done
 
 

@@ -132,6 +132,11 @@ def _notes(prep: Prepared, cells: pd.DataFrame) -> list[str]:
     if prep.n_failed:
         notes.append(f"{prep.n_failed} failed trials excluded (status 'failed'): their cells "
                      "count the seeds that did run")
+    if prep.n_beyond_bound:
+        notes.append(f"{prep.n_beyond_bound} trials stored as trained counted as diverged: "
+                     "their final eval loss is not finite or above the divergence bound "
+                     "(initial loss + train.diverge_delta), as no trial the trainer stores as "
+                     "trained has")
     if prep.n_no_loss:
         notes.append(f"{prep.n_no_loss} trials excluded: not diverged, yet no final loss stored")
     if prep.n_stopped:
@@ -249,7 +254,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     model.n_layer and tokens where they vary)."""
     tables = load_tables(results_dir, tables)
     checked = check_columns(str(results_dir).rstrip("/"), tables.trials)
-    trials, row_notes = usable_trials(checked)
+    trials, row_notes = usable_trials(checked, tables.duplicates)
     if trials.empty:
         raise UserError(f"no trial of {results_dir} can be analyzed: {'; '.join(row_notes)}")
     unfinished = unfinished_note(results_dir, trials)

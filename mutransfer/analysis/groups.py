@@ -8,6 +8,7 @@ dotted-path axes such as `model.zero_real_fraction`); a *group* is a family at o
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.choice import TOKEN_SOURCES, TOKENS, WIDTH, Choice, training_tokens
+from mutransfer.divergence import DivergenceMonitor
+from mutransfer.results.schema import stored_config
 from mutransfer.results.store import TRIAL_COLUMNS
 
 WIDTH_AXIS = "d_model"  # the model width's column when another scale axis has the width role
@@ -59,6 +62,7 @@ class Prepared(GroupAxes):
     fixed: dict[str, object] = field(default_factory=dict)  # extra columns with one value
     n_failed: int = 0
     n_no_loss: int = 0                   # not diverged, yet no final loss stored: dropped
+    n_beyond_bound: int = 0              # stored as trained, diverged by the rule: counted so
     n_stopped: int = 0                   # stopped early (search.stop): never in lr*
     n_stopped_with: int = 0              # trials left out with them (the same LR and width)
     scale_axes: list[str] = field(default_factory=list)  # scale axes besides the width role
@@ -145,9 +149,10 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
 
     `diverged` is the trial's flag or status; `loss` is its final eval loss when it trained.
     A diverged trial's losses are never used, whatever the store holds for it (null, or in
-    older stores its last finite loss): it enters only as a divergence. A trial that neither
-    diverged nor has a finite final loss has no outcome and is dropped like a failed one (so
-    it is not taken for trained, nor for diverged).
+    older stores its last finite loss): it enters only as a divergence. So does a trial stored
+    as trained whose final loss the divergence rule calls diverged (beyond_bound). A trial
+    that neither diverged nor has a finite final loss has no outcome and is dropped like a
+    failed one (so it is not taken for trained, nor for diverged).
     """
     status = trials.get("status", pd.Series("complete", index=trials.index)).astype(str)
     failed = status.eq("failed")
@@ -162,7 +167,9 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     for col in axes:
         df[col] = df[col].map(_hashable)
     div_flag = df["diverged"].astype("boolean").fillna(False).astype(bool)
-    df["diverged"] = div_flag | status.loc[df.index].eq("diverged")
+    stored = div_flag | status.loc[df.index].eq("diverged")
+    beyond = beyond_bound(df) & ~stored
+    df["diverged"] = stored | beyond
     df["width"] = df["width"].astype("int64")
     df["lr"] = df["lr"].astype("float64")
     df["seed"] = df["seed"].astype("int64")
@@ -180,9 +187,45 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     df = df.loc[~no_loss]
     df = df.sort_values(["parameterization", *axes, "width", "lr", "seed"], kind="stable")
     return Prepared(df.reset_index(drop=True), axes, fixed, int(failed.sum()),
-                    int(no_loss.sum()), n_stopped=int(stopped.sum()),
+                    int(no_loss.sum()), n_beyond_bound=int(beyond.loc[df.index].sum()),
+                    n_stopped=int(stopped.sum()),
                     n_stopped_with=int(with_stopped.sum() - stopped.sum()),
                     scale_axes=scale_axes, stopped=hit.reset_index(drop=True))
+
+
+def beyond_bound(trials: pd.DataFrame) -> pd.Series:
+    """Which trials stored as trained the divergence rule calls diverged, judged by the rule
+    itself (mutransfer/divergence.py) as the trainer judges its last eval: a final eval loss
+    that is not finite (inf; a null is a missing loss, not this), or above the bound,
+    initial_loss + train.diverge_delta of the trial's stored config. The trainer stores no
+    such trial as trained, but a table edited by hand or written by another program may: a
+    'complete' loss of 1e300 would be fitted as a trained loss (and its square overflows).
+    A trial whose row does not say its bound (no initial loss, no delta in its config) is
+    judged by the non-finite loss only: the analysis does not guess the bound it ran under
+    (a table from another program may hold losses far above its start that trained)."""
+    out = pd.Series(False, index=trials.index)
+    if "final_eval_loss" not in trials:
+        return out
+    final = pd.to_numeric(trials["final_eval_loss"], errors="coerce").to_numpy(float)
+    initial = (pd.to_numeric(trials["initial_loss"], errors="coerce").to_numpy(float)
+               if "initial_loss" in trials else np.full(len(trials), np.nan))
+    with np.errstate(invalid="ignore"):  # NaN: a missing value, not judged
+        maybe = np.isinf(final) | (np.isfinite(initial) & (final > initial))  # delta > 0
+    configs = trials["config"] if "config" in trials else pd.Series(None, index=trials.index)
+    for i in np.flatnonzero(maybe):
+        monitor = DivergenceMonitor(initial[i], _diverge_delta(configs.iloc[i]),
+                                    smoothing=0.0, patience=1)
+        out.iloc[i] = monitor.eval_loss(0, final[i]) or monitor.finish(0, final[i])
+    return out
+
+
+def _diverge_delta(config_json: object) -> float:
+    """train.diverge_delta of a stored config; inf (no finite loss is above the bound) where
+    it records none that is a positive number."""
+    train = (stored_config(config_json) or {}).get("train")
+    value = train.get("diverge_delta") if isinstance(train, dict) else None
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) and value > 0 else math.inf
 
 
 OVERRIDE_PREFIX = "param.overrides."

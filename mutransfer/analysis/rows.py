@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.errors import UserError
-from mutransfer.results.store import DONE_STATUSES
+from mutransfer.results.store import duplicates_note, each_trial_once
 
 # The trials table's columns without which no trial can be analysed (docs/results-format.md);
 # `diverged` is taken from `status` where a table lacks it, and either one will do.
@@ -34,28 +34,19 @@ def check_columns(root: str, trials: pd.DataFrame) -> pd.DataFrame:
     return trials
 
 
-def usable_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def usable_trials(trials: pd.DataFrame, duplicates: pd.DataFrame | None = None
+                  ) -> tuple[pd.DataFrame, list[str]]:
     """Each trial once, and only rows that name a cell: a trial id in several rows (a copied
-    part, a row written twice) is counted once (a finished row before a failed one), and a
-    row without a parameterization, a finite width > 0, an LR > 0 or a whole seed (a damaged
-    part: no sweep writes one) is left out. Returns them and a note per kind left out."""
-    trials, notes = _each_trial_once(trials.reset_index(drop=True))
+    part, a row written twice) is counted once (each_trial_once: a finished row before a
+    failed one), and a row without a parameterization, a finite width > 0, an LR > 0 or a
+    whole seed (a damaged part: no sweep writes one) is left out. `duplicates`: the rows the
+    store's reader already left out so (Tables.duplicates), in the same note. Returns the
+    trials and a note per kind left out."""
+    trials, again = each_trial_once(trials.reset_index(drop=True))
+    left_out = [d[["trial_id"]] for d in (duplicates, again) if d is not None and len(d)]
+    note = duplicates_note(pd.concat(left_out)) if left_out else None
     trials, damaged = _naming_a_cell(trials)
-    return trials, notes + damaged
-
-
-def _each_trial_once(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The first row of each trial id, a finished row before a failed one."""
-    done = trials["status"].astype(str).isin(DONE_STATUSES).to_numpy()
-    order = np.argsort(~done, kind="stable")
-    ordered = trials.iloc[order]
-    again = (ordered["trial_id"].notna() & ordered.duplicated("trial_id")).to_numpy()
-    if not again.any():
-        return trials, []
-    ids = ordered.loc[again, "trial_id"].nunique()
-    note = (f"{int(again.sum())} trial rows left out as duplicates: {ids} trial ids appear in "
-            "more than one row of trials/ (a copied part?); each trial is counted once")
-    return trials.iloc[np.sort(order[~again])], [note]
+    return trials, ([note] if note else []) + damaged
 
 
 def _naming_a_cell(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

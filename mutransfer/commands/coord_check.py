@@ -119,8 +119,8 @@ def _parse_depth_fields(items: list[str]) -> dict:
 
 
 def settings_from(args):
-    """CoordSettings from the parsed options (an option that does not fit: UserError)."""
-    from mutransfer.configbase import MAX_INT
+    """CoordSettings from the parsed options (an option that does not fit: UserError). The
+    values themselves are judged by `coord_check` (coord/check.py), naming the options."""
     from mutransfer.coord.settings import DEPTH_WIDTH, CoordSettings
 
     d = CoordSettings()
@@ -134,9 +134,6 @@ def settings_from(args):
         if args.width is not None:
             raise UserError("--width: only with --depths (a width check takes --widths)")
         widths = sorted(set(args.widths)) if args.widths is not None else d.widths
-    for seed in args.seeds or ():  # before the data loads, as the trials' config would
-        if abs(seed) > MAX_INT:
-            raise UserError(f"--seeds {seed}: out of range for a seed (at most 2**53 in size)")
     return CoordSettings(
         widths=widths, params=args.param, optimizer=args.optimizer, lr=args.lr,
         steps=args.steps, seeds=args.seeds, base_width=args.base_width,
@@ -149,18 +146,15 @@ def settings_from(args):
 
 
 def run(args) -> int:
-    """Parse, check the output folder, run `mutransfer.coord_check`, write and print."""
+    """Parse, check the output folder, run `mutransfer.coord_check`, write and print. The
+    settings (seeds, a batch the machine cannot hold, ...) are checked by `coord_check`
+    itself, before the corpus loads, in messages that name the options (`name=option`)."""
     from mutransfer.commands.outputs import check_output_dir
     from mutransfer.coordcheck import coord_check
-    from mutransfer.cost.machine import batch_beyond_memory, memory_bytes
     from mutransfer.statusline import StatusLine
 
     check_output_dir(args.out)  # before the measurements, not after them
     s = settings_from(args)
-    why = batch_beyond_memory(s.batch_size, s.seq_len, ("--batch-size", "--seq-len"),
-                              memory_bytes())
-    if why:
-        raise UserError(why)
     status = StatusLine(sys.stderr)
     try:
         result = coord_check(s, name=option, progress=lambda done, total, what: status.draw(

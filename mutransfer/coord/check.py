@@ -50,8 +50,10 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
     if not s.seeds:
         raise UserError(f"{name('seeds')}: give at least one seed")
     _check_distinct(s.seeds, name("seeds"), "seed")  # a repeat would count as a second seed
-    if max(abs(seed) for seed in s.seeds) > MAX_INT:
-        raise UserError(f"{name('seeds')}: out of range for a seed (at most 2**53 in size)")
+    for seed in s.seeds:  # as the trials' config would refuse it, but before the data loads
+        if abs(seed) > MAX_INT:
+            raise UserError(f"{name('seeds')} {seed}: out of range for a seed (at most 2**53 "
+                            "in size)")
     if not s.params:
         raise UserError(f"{name('params')}: give at least one parameterization")
     _check_distinct(s.params, name("params"), "parameterization")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -50,7 +51,8 @@ from mutransfer.results.schema import (
     trial_table,
 )
 
-__all__ = ["DONE_STATUSES", "STEP_COLUMNS", "TRIAL_COLUMNS", "Store", "Tables", "read_tables"]
+__all__ = ["DONE_STATUSES", "STEP_COLUMNS", "TRIAL_COLUMNS", "Store", "Tables", "duplicates_note",
+           "each_trial_once", "read_tables"]
 
 # a diverged trial is a result, not a failure; so is one stopped early by search.stop
 DONE_STATUSES = ("complete", "diverged", "stopped")
@@ -74,6 +76,9 @@ LEGACY_SET_ASIDE = ".corrupt"  # how older versions marked damaged parts, inside
 class Tables:
     trials: pd.DataFrame
     steps: pd.DataFrame
+    # trials rows left out as a second row of a trial id (each_trial_once): none in a store
+    # a sweep wrote (one part per trial); a part copied beside itself, two stores merged
+    duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -344,12 +349,16 @@ class Store:
         return frames, bad, foreign
 
     # -- tables ------------------------------------------------------------------------------
-    def _trial_rows(self) -> tuple[pd.DataFrame, list[str], list[str]]:
+    def _trial_rows(self) -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str]]:
+        """Each trial's row (each_trial_once), the rows left out as duplicates, and the
+        paths that do not read and that are no parts (`_read_all`)."""
         frames, bad, foreign = self._read_all(self.list_parts(self.trials_dir), TRIAL_KEY)
         frames = [f for f in frames if len(f)]
         if not frames:
-            return _empty(TRIAL_COLUMNS), bad, foreign
-        return _with_dtypes(_concat(frames), TRIAL_FIELDS), bad, foreign
+            empty = _empty(TRIAL_COLUMNS)
+            return empty, empty, bad, foreign
+        trials, duplicates = each_trial_once(_with_dtypes(_concat(frames), TRIAL_FIELDS))
+        return trials, duplicates, bad, foreign
 
     def _step_rows(self, include_running: bool = False
                    ) -> tuple[pd.DataFrame, list[str], list[str]]:
@@ -368,13 +377,14 @@ class Store:
         return steps, bad, foreign
 
     def tables(self, include_running: bool = False) -> Tables:
-        """Both tables. Steps: the rows of each trial's finished attempt only, unless
+        """Both tables. Trials: each trial id once (each_trial_once; the rows left out are
+        `duplicates`). Steps: the rows of each trial's finished attempt only, unless
         `include_running` (then also rows of attempts that have not finished, e.g. live ones).
         Unreadable parts are skipped with a warning (the sweep sets them aside); UserError when
         every trials part is unreadable, or the store is of a newer format (its marker)."""
         if self.fs.get_file_info(join(self.root, MARKER)).type == pafs.FileType.File:
             self._marker_format()
-        trials, bad_t, foreign_t = self._trial_rows()
+        trials, duplicates, bad_t, foreign_t = self._trial_rows()
         if bad_t and trials.empty:  # not "no trials": there are some, none of them readable
             raise UserError(f"{self.location}: every trials part is unreadable ({len(bad_t)}: "
                             f"{', '.join(bad_t[:3])}{', ...' if len(bad_t) > 3 else ''}); "
@@ -391,7 +401,7 @@ class Store:
         if len(steps) and not include_running:
             steps = steps[_finished_attempt_mask(trials, steps)]
         steps = steps.sort_values(["trial_id", "step"], kind="stable").reset_index(drop=True)
-        return Tables(trials.reset_index(drop=True), steps)
+        return Tables(trials.reset_index(drop=True), steps, duplicates.reset_index(drop=True))
 
     def scan(self, repair: bool = True) -> StoreState:
         """Which trials are complete. A trial is complete when its part reads, its status is
@@ -406,7 +416,7 @@ class Store:
         state = StoreState()
         if repair:
             state.set_aside += [self.set_aside(p) for p in self._legacy_set_aside()]
-        trials, bad_t, foreign_t = self._trial_rows()
+        trials, _, bad_t, foreign_t = self._trial_rows()  # a trial's copied row: not run again
         steps, bad_s, foreign_s = self._step_rows()
         state.corrupt = bad_t + bad_s
         state.foreign = foreign_t + foreign_s  # not parts: no cell runs again for them
@@ -602,11 +612,38 @@ def _attempt_of(row: dict[str, Any]) -> str:
     return "" if value is None or value != value else str(value)  # NaN != NaN
 
 
+def _finished(trials: pd.DataFrame) -> pd.Series:
+    """Which rows of a trials table hold a finished trial (DONE_STATUSES). A trials row is
+    written when its trial ends: a table whose parts carry no status (not one this version
+    writes) counts each row as finished, not as a KeyError."""
+    if "status" not in trials:
+        return pd.Series(True, index=trials.index, dtype=bool)
+    return trials["status"].astype(str).isin(DONE_STATUSES)
+
+
+def each_trial_once(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The first row of each trial id, a finished row before a failed one (the finished
+    attempt is the one that counts), in the table's order; and the rows left out. A sweep
+    writes one part per trial, so only a part copied beside itself or two stores merged
+    give a trial id two rows: counted twice, it would be one more seed of its cell. Rows
+    without a trial id are all kept (the analysis says what is wrong with them)."""
+    order = np.argsort(~_finished(trials).to_numpy(), kind="stable")
+    ordered = trials.iloc[order]
+    again = (ordered["trial_id"].notna() & ordered.duplicated("trial_id")).to_numpy()
+    return trials.iloc[np.sort(order[~again])], trials.iloc[np.sort(order[again])]
+
+
+def duplicates_note(left_out: pd.DataFrame) -> str | None:
+    """What `each_trial_once` left out, in one line; None when nothing."""
+    if left_out.empty:
+        return None
+    return (f"{len(left_out)} trial rows left out as duplicates: "
+            f"{left_out['trial_id'].nunique()} trial ids appear in more than one row of "
+            "trials/ (a copied part?); each is read once, a finished row before a failed one")
+
+
 def _finished_attempt_mask(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    # a trials row is written when its trial ends: a table whose parts carry no status (not
-    # one this version writes) counts each row as finished, not as a KeyError
-    status = trials["status"] if "status" in trials else pd.Series("complete", trials.index)
-    done = trials[status.isin(DONE_STATUSES)] if len(trials) else trials
+    done = trials[_finished(trials)] if len(trials) else trials
     attempt = {str(r["trial_id"]): _attempt_of(r) for r in done.to_dict("records")}
     pairs = zip(steps["trial_id"].astype(str), steps["attempt"].fillna("").astype(str))
     keep = [tid in attempt and attempt[tid] in ("", att) for tid, att in pairs]
@@ -615,15 +652,21 @@ def _finished_attempt_mask(trials: pd.DataFrame, steps: pd.DataFrame) -> pd.Seri
 
 def read_tables(path: str | Path, include_running: bool = False) -> Tables:
     """Both tables of a results folder or URI (empty frames with the documented columns if
-    absent). Steps hold each finished trial's rows once; see `Store.tables`. A path that is
-    no path ('', a number) or a file: UserError (before: empty tables, as if absent)."""
+    absent). Trials hold each trial id once, steps each finished trial's rows once; see
+    `Store.tables` (a trial id in several rows: warned, the rows left out in `duplicates`).
+    A path that is no path ('', a number) or a file: UserError (before: empty tables, as if
+    absent)."""
     if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip():
         raise UserError(f"read_tables: expected a results folder or URI, got {path!r}")
     store = Store(path)
     what = not_a_folder(store.fs, store.root)
     if what is not None:
         raise UserError(f"{store.location}: is {what}, not a results folder")
-    return store.tables(include_running=include_running)
+    tables = store.tables(include_running=include_running)
+    note = duplicates_note(tables.duplicates)
+    if note:  # as the unreadable parts Store.tables skips: the reader is told
+        warnings.warn(f"{store.location}: {note}", stacklevel=2)
+    return tables
 
 
 def versions() -> str:
