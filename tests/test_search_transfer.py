@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -435,26 +436,21 @@ def test_the_family_furthest_behind_goes_first_and_probes_wait_for_the_chains():
     by_id = {c.trial_id: c for c in grid}
     search = TransferSearch(families_of(grid), Search(kind="transfer", probe_stability=True))
     truth = Planted()
-    # sp settles width 32; mup has not started
+
+    def sp_cells() -> list[str]:
+        return [t for t in search.to_run() if by_id[t].columns["parameterization"] == "sp"]
+
+    # sp settles width 32 (and finishes the batch that settled it); mup has not started
     while not search.plans()[0][0].settled:
-        tid = next(t for t in search.to_run() if by_id[t].columns["parameterization"] == "sp")
+        search.finish(sp_cells()[0], truth(by_id[sp_cells()[0]]))
+    for tid in sp_cells():
         search.finish(tid, truth(by_id[tid]))
     order = [(by_id[t].columns["parameterization"], by_id[t].width) for t in search.to_run()]
     assert order[0] == ("mup", 32)  # mup has three widths ahead, sp two
     assert ("sp", 64) in order
-    # sp settles width 64: its probes there come after every cell a width waits for
-    while any(by_id[t].columns["parameterization"] == "sp" and by_id[t].width == 64
-              for t in search.wanted_ids()):
-        tid = next(t for t in search.to_run() if by_id[t].columns["parameterization"] == "sp"
-                   and by_id[t].width == 64)
-        search.finish(tid, truth(by_id[tid]))
-        plans = search.plans()[0]
-        if len(plans) > 1 and plans[1].settled:
-            break
-    assert search.plans()[0][1].settled
-    probes = [by_id[t].columns["parameterization"] == "sp" and by_id[t].width in (32, 64)
-              for t in search.to_run()]
-    assert any(probes) and probes == sorted(probes)  # the settled widths' probe cells last
+    # width 32's probes come after every cell a width waits for (width 64's window)
+    probes = [by_id[t].width == 32 for t in sp_cells()]
+    assert any(probes) and probes == sorted(probes)
 
 
 class Asymmetric(Planted):
@@ -587,3 +583,32 @@ def test_a_familys_label_shows_a_plain_axis_value_as_written(tmp_path):
                                            "train.optimizer": ["adamw", "sgd"]})
     labels = {f.label for f in families_of(prepare(str(path), check_data=False).cells)}
     assert labels == {"sp, optimizer=adamw", "sp, optimizer=sgd"}
+
+
+def run_in_order(grid: list[Cell], truth: Planted, at_once: int, pick: Callable) -> set[str]:
+    """The cells a search runs when `at_once` run side by side and `pick(running)` says
+    which of those running finishes next (its index)."""
+    by_id = {c.trial_id: c for c in grid}
+    search = TransferSearch(families_of(grid), Search(kind="transfer"))
+    running: list[str] = []
+    while True:
+        while len(running) < at_once and (tid := search.next_trial()) is not None:
+            running.append(tid)
+        if not running:
+            return set(search.results)
+        tid = running.pop(pick(running))
+        search.finish(tid, truth(by_id[tid]))
+
+
+@pytest.mark.parametrize("at_once", [2, 3, 8])
+def test_the_cells_a_search_runs_do_not_depend_on_the_order_results_come_in(at_once):
+    """What runs follows from the results alone: side by side, finishing first-started
+    first, last-started first or in a random order, a search runs the cells it runs one at a
+    time (so two runs of one sweep, and a run and its replay, run the same trials)."""
+    grid = cells(widths=[32, 64, 128], log2_grid=[x / 2 for x in range(-24, -3)])
+    truth = Asymmetric(rise=3.0, noise=0.08)
+    rng = np.random.default_rng(0)
+    one_at_a_time = run_in_order(grid, truth, 1, lambda running: 0)
+    for pick in (lambda running: 0, lambda running: len(running) - 1,
+                 lambda running: int(rng.integers(len(running)))):
+        assert run_in_order(grid, truth, at_once, pick) == one_at_a_time
