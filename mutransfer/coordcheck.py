@@ -29,6 +29,7 @@ from mutransfer.cost.machine import batch_beyond_memory, beyond_memory, memory_b
 from mutransfer.data import load_data
 from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError, format_validation_error
+from mutransfer.paths import nearest_existing
 
 Progress = Callable[[int, int, str], None]
 
@@ -98,9 +99,7 @@ def _out_folder(out: object) -> Path:
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
         raise UserError(f"out: expected a folder path, got {out!r}")
     path = Path(out).expanduser()
-    part = path
-    while not part.exists() and part != part.parent:
-        part = part.parent
+    part = nearest_existing(path)
     if part.exists() and not part.is_dir():
         what = "is a file" if part == path else f"{part} is a file, not a folder"
         raise UserError(f"out {out}: {what}")
