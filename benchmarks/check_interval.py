@@ -6,6 +6,7 @@
     python benchmarks/check_interval.py replay CHECK_OUT/sweep@SEEDS [...]
     python benchmarks/check_interval.py mixed DENSE_STORE [...]
     python benchmarks/check_interval.py shared CHECK_OUT/sweep@SEEDS [...]
+    python benchmarks/check_interval.py midpoints CHECK_OUT/sweep@SEEDS [...]
 
 `decompose` reads stored check runs (no new trials) and splits the drift's 95% half-width into
 its parts: per width, the standard error of log2 lr* from the data (the seeds' jackknife pooled
@@ -38,6 +39,10 @@ optimum)") would steady the drift of a one-octave grid: on a dense store, every 
 of seeds, each one-octave sub-grid alone and with the half-octave LRs within MIXED_OCTAVES of
 the lr* that sub-grid gives (`analyze` on each), the slope's error from the dense 8-seed
 slope (mean: the bias; rms), its interval's half-width and coverage.
+
+`midpoints` reads a stored one-octave check resumed with `per_octave: 2` (its search added
+half-octave LRs near each lr*) keeping the midpoints only at the widths up to W, for every W:
+what those LRs buy at the narrow widths, where they cost least (issue 29.2).
 
 `shared` reads a stored check run's seed set as `replay` does, and beside it the drift of
 benchmarks/shared_shape.py's fit (one curvature, and asymmetry, for the family's widths), with
@@ -300,14 +305,34 @@ def shared(spec: str) -> None:
           + " ".join(f"{u:+.2f}" for u in v))
 
 
+def midpoints(spec: str) -> None:
+    """A stored check whose LRs include midpoints of its grid (a one-octave run resumed with
+    `per_octave: 2`), read with the midpoints kept only at the widths up to W, for W from none
+    to all: the drift, its interval, the verdict and the trial-seconds of what is read."""
+    path, _, seeds = spec.partition("@")
+    trials = read(path)
+    if seeds:
+        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    log2 = np.log2(trials["lr"].to_numpy(float))
+    on_grid = np.isclose(log2, np.round(log2))  # the one-octave grid's LRs
+    for up_to in [0, *sorted(trials["width"].unique())]:
+        t = trials[on_grid | (trials["width"] <= up_to).to_numpy()]
+        _, drift, _, _ = answers(t)
+        d = drift.iloc[0]
+        lo, hi = float(d["ci_low"]), float(d["ci_high"])
+        verdict = equivalence(lo, hi, TOLERANCE) or "INCONCLUSIVE"
+        print(f"{spec} midpoints at widths <= {up_to}: drift {d['slope']:+.3f} [{lo:+.3f}, "
+              f"{hi:+.3f}] {verdict}; {len(t)} trials, {t['wall_time_s'].sum():.0f} trial-s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["decompose", "placement", "seednoise", "replay", "mixed",
-                                    "shared"])
+                                    "shared", "midpoints"])
     p.add_argument("stores", nargs="+")
     a = p.parse_args()
     run = {"decompose": decompose, "placement": placement, "seednoise": seednoise,
-           "replay": replay, "mixed": mixed, "shared": shared}[a.what]
+           "replay": replay, "mixed": mixed, "shared": shared, "midpoints": midpoints}[a.what]
     for s in a.stores:
         run(s)
 
