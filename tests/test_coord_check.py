@@ -146,6 +146,38 @@ def test_with_one_seed_and_two_widths_every_slope_beyond_the_tolerance_counts():
     assert v.verdict.item() == "FAIL" and np.isnan(v.se.item())
 
 
+def test_two_widths_are_judged_by_their_seeds_spread_alone():
+    """Through two points the power law fits exactly: it has no error to add, not an infinite
+    one. Before, the rounding residual of that fit, divided by 0 degrees of freedom, made the
+    standard error infinite and every slope outside the band a robust violation."""
+    rng = np.random.default_rng(1)  # a draw whose two-point fit rounds off zero in one row
+    df = table({"mup": {"ssm_state": (0.0, 0.3)}}, seeds=tuple(range(4)), seed_spread=0.2)
+    df = df[df.width.isin([128, 256])].copy()
+    for col in ("drms", "rms"):  # sizes as measured, not exact powers of two
+        df[col] *= np.exp(rng.normal(0.0, 1e-3, len(df)))
+    sl = slopes(df)
+    assert sl["se_fit"].isna().all() and np.isfinite(sl["se"]).all()
+    assert sl["se"].to_numpy() == pytest.approx(sl["se_seeds"].to_numpy())
+    v = verdicts(sl, alpha=0.05)  # 0.1 beyond the tolerance is < 1 s.e. of the seeds: not robust
+    assert v.verdict.item() == "PASS" and v.robust.item() == 0
+
+
+def test_a_correct_mamba_checked_at_two_widths_does_not_fail(tmp_path):
+    """The user's path: `mutransfer check --coord-only` on the built-in mup_ssm Mamba at two
+    widths (before: FAIL, '... grows as width^+0.28 (± 0.00)', for a correct model)."""
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "examples" / "mamba_check.yaml")
+                          .read_text())
+    spec["check"]["widths"] = [128, 256]
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    assert main(["check", str(path), "--out", str(out), "--coord-only"]) == 3  # INCONCLUSIVE
+    judged = pd.read_parquet(out / "slopes.parquet")
+    assert not (judged["status"] == "robust").any()
+
+
 def test_a_zero_or_nonfinite_size_is_a_robust_violation():
     df = table({"mup": {"conv": (0.0, 0.0)}}, seeds=(0, 1, 2))
     df.loc[(df.width == 512) & (df.seed == 1) & (df.step == 2), "drms"] = np.nan

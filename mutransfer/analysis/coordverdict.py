@@ -87,9 +87,12 @@ def fit_errors(coord: pd.DataFrame, axis: str = "width") -> pd.DataFrame:
         y = mean.to_numpy(float)
         xc = x - x.mean()
         slope = rowwise_slopes(x, y)
-        with np.errstate(invalid="ignore", divide="ignore"):  # non-finite rows: NaN
-            resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
-            se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / (xc**2).sum())
+        se = np.full(len(y), np.nan)
+        if len(x) > 2:  # two widths: the line passes through both (residual 0, or a rounding
+            # error that would make the error infinite and every slope outside the band robust)
+            with np.errstate(invalid="ignore", divide="ignore"):  # non-finite rows: NaN
+                resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
+                se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / (xc**2).sum())
         out.append(mean.index.to_frame(index=False).assign(kind=kind, se_fit=se,
                                                            df_fit=len(x) - 2))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
