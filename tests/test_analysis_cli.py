@@ -94,6 +94,19 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
         assert "--fit-window" in one_line_error(capsys)
 
 
+@pytest.mark.parametrize("command", ["analyze", "plot"])
+@pytest.mark.parametrize("inside", ["trials", "steps", "trials/more", "running"])
+def test_an_out_inside_the_stores_tables_is_refused(tmp_path, capsys, command, inside):
+    """Every Parquet file under trials/ or steps/ is read as the sweep's rows: the analysis's
+    tables written there (before: accepted) were skipped with a warning at every later read."""
+    root = planted_results(tmp_path, [64, 128])
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    assert main([command, str(root), "--out", str(root / inside)]) == 2
+    assert f"inside the results folder's {inside.split('/')[0]}/" in one_line_error(capsys)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing written
+    assert main([command, str(root), "--out", str(root / "analysis-w3")]) == 0  # beside: fine
+
+
 def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
     root = planted_results(tmp_path, [64, 128])
     assert main(["plot", str(root)]) == 0

@@ -46,8 +46,28 @@ def analysis_from_args(args):
         raise UserError(f"{args.results_dir}: a file, not a results folder")
     # before the analysis; --out '' refused as written, not read as no --out
     check_output_dir(args.out if args.out is not None else analysis_dir(args.results_dir))
+    if args.out:
+        _outside_the_tables(args.results_dir, args.out)
     return analyze(args.results_dir, fit_window=args.fit_window,
                    target=getattr(args, "target", None), scale=getattr(args, "scale", None))
+
+
+def _outside_the_tables(results_dir: str, out: str) -> None:
+    """Refuse an --out inside the store's own tables: every Parquet file in trials/, steps/
+    or running/ is read as rows of the sweep, so the analysis's tables written there would be
+    skipped with a warning at every later read."""
+    from mutransfer.results.fs import is_uri
+    from mutransfer.results.store import Store
+
+    if is_uri(results_dir) or is_uri(out):
+        return
+    store = Store(results_dir)
+    target = Path(out).resolve()
+    for folder in (store.trials_dir, store.steps_dir, store.running_dir):
+        if target.is_relative_to(Path(folder).resolve()):
+            raise UserError(f"--out {out}: inside the results folder's "
+                            f"{Path(folder).name}/, whose Parquet files are read as the "
+                            f"sweep's rows; give a folder outside it")
 
 
 def run(args) -> int:
