@@ -83,6 +83,15 @@ def read(path: str) -> pd.DataFrame:
     return t[t["status"].astype(str) != "failed"]
 
 
+def read_seeds(spec: str) -> pd.DataFrame:
+    """The trials of `PATH@SEEDS` (`PATH@10,11`): the seeds named, every seed without."""
+    path, _, seeds = spec.partition("@")
+    trials = read(path)
+    if seeds:
+        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    return trials
+
+
 def answers(trials: pd.DataFrame):
     prep = prepare(trials, resolve(trials, None, None, {}))
     optima = group_optima(prep, FIT_WINDOW)
@@ -222,10 +231,7 @@ def seednoise(path: str) -> None:
 def replay(spec: str) -> None:
     """The drift and the equivalence verdict `check` would give on a stored run's trials of
     the seeds named (`PATH@0,1,2,3`; every seed without): no new trials."""
-    path, _, seeds = spec.partition("@")
-    trials = read(path)
-    if seeds:
-        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    trials = read_seeds(spec)
     lr_opt, drift, _, _ = answers(trials)
     d = drift.iloc[0]
     lo, hi = float(d["ci_low"]), float(d["ci_high"])
@@ -280,10 +286,7 @@ def shared(spec: str) -> None:
     import shared_shape  # benchmarks/ (this script's folder is on sys.path when run)
 
     replay(spec)
-    path, _, seeds = spec.partition("@")
-    trials = read(path)
-    if seeds:
-        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    trials = read_seeds(spec)
     _, drift, _, _ = answers(trials)
 
     def per_width(t: pd.DataFrame) -> pd.Series:
@@ -309,10 +312,7 @@ def midpoints(spec: str) -> None:
     """A stored check whose LRs include midpoints of its grid (a one-octave run resumed with
     `per_octave: 2`), read with the midpoints kept only at the widths up to W, for W from none
     to all: the drift, its interval, the verdict and the trial-seconds of what is read."""
-    path, _, seeds = spec.partition("@")
-    trials = read(path)
-    if seeds:
-        trials = trials[trials["seed"].isin([int(s) for s in seeds.split(",")])]
+    trials = read_seeds(spec)
     log2 = np.log2(trials["lr"].to_numpy(float))
     on_grid = np.isclose(log2, np.round(log2))  # the one-octave grid's LRs
     for up_to in [0, *sorted(trials["width"].unique())]:

@@ -62,10 +62,11 @@ def _prepare_checked(path: str, plan: Plan, datas: list[dict[str, Any]],
     sweep's pre-flight does: data too small for a batch is refused here, not by the sweep
     once its cache exists. A refusal removes the caches this call wrote and the folders it
     made for them (a cache there before the call stays)."""
-    from mutransfer.data.cache import discard, missing_folders, remove_empty, tokens_root
+    from mutransfer.data.cache import discard, remove_empty, tokens_root
     from mutransfer.data.config import DataConfig
     from mutransfer.data.preflight import prepare_caches
     from mutransfer.errors import UserError
+    from mutransfer.paths import missing_folders
 
     roots = dict.fromkeys(tokens_root(DataConfig.model_validate(raw)) for raw in datas)
     made = [folder for root in roots for folder in missing_folders(root)]

@@ -47,6 +47,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, data_dir, resolve_files
 from mutransfer.data.tokenizers import tokenizer_identity
 from mutransfer.errors import UserError, format_validation_error
+from mutransfer.paths import missing_folders
 
 # 2: each shard's checksum and largest token id in the index. The format is part of the key,
 # so a cache of format 1 (no checksums) is not found and is prepared again: its shards could
@@ -325,16 +326,6 @@ def remove_stale(root: Path, key: str) -> None:
         pid = entry.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def missing_folders(folder: Path) -> list[Path]:
-    """`folder` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for each in (folder, *folder.parents):
-        if each.exists():
-            break
-        missing.append(each)
-    return missing
 
 
 def make_folders(folder: Path) -> list[Path]:
