@@ -57,6 +57,44 @@ def test_a_bad_sweep_dict_raises_a_user_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+SMALL = {"name": "crash", "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
+         "train": {"steps": 2, "batch_size": 2, "seq_len": 16, "eval_every": 1},
+         "data": {"source": "synthetic"}, "axes": {"width": [16], "lr": [0.001]}}
+
+
+@pytest.mark.parametrize("crash", [RuntimeError("Ray failed to start"), KeyboardInterrupt()])
+def test_a_run_that_crashes_before_any_result_leaves_no_results_folder(tmp_path, monkeypatch,
+                                                                        crash):
+    """A crash or Ctrl-C after the store was set up (sweep.yaml, empty tables) but before
+    a trial wrote anything: the folder this run created goes, as after a refusal. Before, an
+    empty store stayed behind."""
+    from mutransfer.sweep.run import driver
+
+    def start_trials(plan, store, *args):
+        assert Path(store.root, "sweep.yaml").is_file()  # the store was set up
+        raise crash
+
+    monkeypatch.setattr(driver, "run_phases", start_trials)
+    with pytest.raises(type(crash)):
+        mutransfer.run(SMALL, storage=str(tmp_path / "results" / "crash"), out=io.StringIO())
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_run_that_crashes_keeps_a_folder_holding_a_checkpoint(tmp_path, monkeypatch):
+    """A trial's checkpoint is a result: a later run resumes from it, so the folder stays."""
+    from mutransfer.sweep.run import driver
+
+    def train_then_crash(plan, store, *args):
+        Path(store.root, "checkpoints").mkdir()
+        Path(store.root, "checkpoints", "t1.pt").write_bytes(b"state")
+        raise RuntimeError("node lost")
+
+    monkeypatch.setattr(driver, "run_phases", train_then_crash)
+    with pytest.raises(RuntimeError):
+        mutransfer.run(SMALL, storage=str(tmp_path / "r"), out=io.StringIO())
+    assert (tmp_path / "r" / "checkpoints" / "t1.pt").read_bytes() == b"state"
+
+
 # -- the README's commands: what CI runs, and the CPU build of torch before the first install ----
 
 def readme_bash_lines() -> list[str]:

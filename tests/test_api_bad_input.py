@@ -59,10 +59,16 @@ def test_run_refuses_a_storage_that_is_no_folder_or_uri_in_one_line(tmp_path, no
     _refused(needle, tmp_path, storage=storage)
 
 
-def test_run_takes_a_pathlib_storage_as_its_folder(tmp_path, no_sweep):
-    with pytest.raises(ReachedWork):
+def test_run_takes_a_pathlib_storage_as_its_folder(tmp_path, monkeypatch):
+    from mutransfer.sweep.run import driver
+
+    def where(plan, store, *args, **kwargs):
+        raise ReachedWork(store.root)
+
+    monkeypatch.setattr(driver, "_run_holding_lease", where)
+    with pytest.raises(ReachedWork) as info:
         mutransfer.run(SPEC, storage=tmp_path / "r", out=io.StringIO())
-    assert (tmp_path / "r").is_dir()
+    assert Path(info.value.args[0]) == tmp_path / "r"
 
 
 @pytest.mark.parametrize("option,value", [

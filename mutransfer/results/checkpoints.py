@@ -23,7 +23,7 @@ import torch
 
 from mutransfer.errors import first_line
 from mutransfer.results.fs import delete_quietly, join, write_atomic
-from mutransfer.results.store import Store
+from mutransfer.results.store import CHECKPOINTS, Store
 
 # Checkpointing may cost at most this fraction of a trial's time: a save is skipped while the
 # time since the last one is under (last save's duration / MAX_OVERHEAD).
@@ -41,7 +41,7 @@ class TrialCheckpoint:
 
     @property
     def path(self) -> str:
-        return join(self.store.root, "checkpoints", f"{self.trial_id}.pt")
+        return join(self.store.root, CHECKPOINTS, f"{self.trial_id}.pt")
 
     def exists(self) -> bool:
         return self.store.fs.get_file_info(self.path).type == pafs.FileType.File

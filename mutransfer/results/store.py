@@ -68,6 +68,7 @@ MARKER = "mutransfer-store.json"
 # format; analysis reads older formats too, never a newer one.
 STORE_FORMAT = 2
 RUNNING = "running"  # per-eval step parts of attempts not finished yet
+CHECKPOINTS = "checkpoints"  # a trial's resumable state (results/checkpoints.py)
 QUARANTINE = "quarantine"  # damaged parts, moved out of the table folders
 LEGACY_SET_ASIDE = ".corrupt"  # how older versions marked damaged parts, inside the tables
 
@@ -270,13 +271,13 @@ class Store:
                 pass
 
     def delete_if_no_results(self) -> bool:
-        """Remove the whole folder when it holds no Parquet part (only what a run set up:
-        empty tables, sweep.yaml), and the folders above it that ensure_writable made, each
-        when empty; True when removed. Results are never deleted."""
+        """Remove the whole folder when it holds no Parquet part and no trial checkpoint
+        (only what a run set up: empty tables, sweep.yaml), and the folders above it that
+        ensure_writable made, each when empty; True when removed. Results are never deleted."""
         if not self.exists():
             return False
         infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
-        if any(i.path.endswith(".parquet") or ".parquet." in i.path for i in infos):
+        if any(_is_result(i.path) for i in infos):
             return False
         self.fs.delete_dir(self.root)
         self._remove_made(self._made_above)  # e.g. the results/ of a default results/NAME
@@ -591,6 +592,14 @@ def _parse_step_name(path: str) -> tuple[str, str]:
     stem = path.rsplit("/", 1)[1][len("part-"):-len(".parquet")]
     parts = stem.split("-")
     return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def _is_result(path: str) -> bool:
+    """A file a run must never delete: a Parquet part (or one being written) or a trial's
+    checkpoint, whose hours of training a re-run resumes from."""
+    name = path.rsplit("/", 1)[-1]
+    return (name.endswith(".parquet") or ".parquet." in name
+            or path.rsplit("/", 2)[-2:-1] == [CHECKPOINTS])
 
 
 def _is_report_part(path: str, parts: list[str]) -> bool:

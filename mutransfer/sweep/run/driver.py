@@ -104,9 +104,10 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
                   f"running", file=out)
         return _run_holding_lease(plan, store, RunOptions(address, num_cpus, num_gpus, out),
                                   ended=len(ended))
-    except UserError:
-        # refused before any trial ran (e.g. no node has the GPUs a trial needs):
-        # a results folder this run created holds nothing yet, so it goes again
+    except BaseException:
+        # refused before any trial ran (a UserError: e.g. no node has the GPUs a trial needs),
+        # or a crash or Ctrl-C before any result (Ray failing to start): a results folder this
+        # run created and that holds no result and no checkpoint yet goes again
         lease.release()  # first: its heartbeat must not write into a folder being removed
         if created:
             store.delete_if_no_results()
