@@ -319,6 +319,14 @@ def test_the_standard_error_is_weighed_by_the_t_quantile_of_its_degrees_of_freed
     assert 0.05 < p < 0.065
 
 
+def test_a_slope_whose_standard_error_is_infinite_is_never_a_violation():
+    """An infinite s.e. says the slope could be anything: p = 1, not the p = 0 of a slope
+    measured exactly (s.e. 0) or of one with no s.e. at all (NaN, one seed at two widths)."""
+    sl = one_family([1.0, 1.0, 1.0], df=3).assign(se=[np.inf, 0.0, np.nan])
+    assert judge(sl).status.tolist() == ["borderline", "robust", "robust"]
+    assert judge(sl).p.tolist()[0] == 1.0
+
+
 def test_many_slopes_are_held_to_a_family_wise_error_rate_by_holm():
     many = one_family([3.0] * 140, df=7)  # each p ≈ 0.01: one alone would count
     assert judge(one_family([3.0], df=7)).status.item() == "robust"

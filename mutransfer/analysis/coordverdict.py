@@ -166,14 +166,18 @@ def excess(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
 
 def p_values(sl: pd.DataFrame, tol: float = TOLERANCE,
              ex: pd.Series | None = None) -> pd.Series:
-    """One-sided p of "inside the band" per slope: P(T_df > excess / se); 1 inside the band,
-    0 where the excess is infinite or there is no standard error to weigh it by. `ex`: the
-    excess when the band is not ±tol everywhere (default: `excess(sl, tol)`)."""
+    """One-sided p of "inside the band" per slope: P(T_df > excess / se); 1 inside the band
+    and where the standard error is infinite (the slope could be anything), 0 where the
+    excess is infinite or there is no standard error to weigh it by (NaN or 0: the excess is
+    taken as measured exactly). `ex`: the excess when the band is not ±tol everywhere
+    (default: `excess(sl, tol)`)."""
     ex = (excess(sl, tol) if ex is None else ex).to_numpy(float)
     se = sl["se"].to_numpy(float)
     df = sl["df"].to_numpy(float)
     p = np.ones(len(sl))
     for i in np.flatnonzero(ex > 0):
+        if se[i] == np.inf and np.isfinite(ex[i]):
+            continue
         if not np.isfinite(ex[i]) or not se[i] > 0 or not np.isfinite(se[i]):
             p[i] = 0.0
         else:
