@@ -228,6 +228,16 @@ def test_law_with_fewer_points_than_parameters_is_a_no_fit_row():
     assert (law.holdout["note"].str.startswith("no fit")).all()
 
 
+def test_two_scale_axes_and_one_lr_give_a_report_with_no_held_out_check(tmp_path):
+    """One LR a point: no optimum anywhere, so the law has rows saying why and nothing to
+    hold out. Before, the report's held-out section read columns of an empty table and
+    analyze ended in a KeyError."""
+    t = axes_tables({"width": [64, 128], "model.n_layer": [2, 4]}, "lr", [1e-3], lr_law, [0])
+    a = analyze(write_results(tmp_path, t))
+    assert a.law.holdout.empty and "held-out check" not in full_text(a)
+    assert main(["analyze", str(tmp_path), "--out", str(tmp_path / "an")]) == 0
+
+
 def test_sweep_file_section_is_checked_against_its_axes(tmp_path):
     from mutransfer.errors import UserError
     from mutransfer.sweep.plan.cells import load_plan

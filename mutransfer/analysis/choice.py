@@ -142,13 +142,16 @@ def _scale_values(trials: pd.DataFrame, name: str) -> pd.Series | None:
     return trials[name] if name in trials else None
 
 
-def default_scale(trials: pd.DataFrame) -> tuple[str, ...]:
+def default_scale(trials: pd.DataFrame, target: str = TARGET_DEFAULT) -> tuple[str, ...]:
     """width, model.n_layer and tokens, those that vary (width alone when none does: a
-    one-width sweep is analysed as before; a depth sweep at one width has depth first)."""
+    one-width sweep is analysed as before; a depth sweep at one width has depth first).
+    Tokens are left out when the target is one of the fields they are computed from
+    (`train.steps`, ...): the optimum of the steps cannot be found at each number of tokens."""
     out = [WIDTH] if WIDTH in trials and _varies(trials[WIDTH]) else []
     if DEPTH in trials and _varies(trials[DEPTH]):
         out.append(DEPTH)
-    if any(c in trials and _varies(trials[c]) for c in TOKEN_SOURCES):
+    if target not in TOKEN_SOURCES and any(c in trials and _varies(trials[c])
+                                           for c in TOKEN_SOURCES):
         tokens = training_tokens(trials)
         if tokens.notna().all() and tokens.nunique() > 1:
             out.append(TOKENS)
@@ -176,6 +179,10 @@ def _check_target(trials: pd.DataFrame, name: str, scale: tuple[str, ...], where
     if name in scale:
         raise UserError(f"{where} {name}: is a scale axis; the target is the hyperparameter "
                         "whose optimum is found at each point of the scale axes")
+    if name in TOKEN_SOURCES and TOKENS in scale:
+        raise UserError(f"{where} {name}: the scale axis {TOKENS} is computed from it (steps "
+                        f"x batch_size x seq_len); choose scale axes without {TOKENS} for this "
+                        "target, or another target")
     if name in NOT_TARGETS or name not in trials:
         raise UserError(f"{where} {name}: not a swept numeric axis of this sweep (e.g. lr or "
                         "param.overrides.ssm_B.lr_mult)")
@@ -209,13 +216,13 @@ def resolve(trials: pd.DataFrame, target: str | None = None,
     sources: dict[str, str] = {}
     target, where_t = _pick("target", target, section, sources)
     scale, where_s = _pick("scale", scale, section, sources)
+    target = str(target) if target is not None else TARGET_DEFAULT
     if scale:
         scale = tuple(dict.fromkeys(str(s) for s in scale))
         for name in scale:
             _check_scale(trials, name, where_s)
     else:
-        scale = default_scale(trials)
-    target = str(target) if target is not None else TARGET_DEFAULT
+        scale = default_scale(trials, target)
     if where_t:
         _check_target(trials, target, scale, where_t)
     if target == TARGET_DEFAULT:

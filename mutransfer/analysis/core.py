@@ -10,6 +10,7 @@ import pandas as pd
 
 from mutransfer.analysis.choice import WIDTH, Choice, resolve, sweep_section
 from mutransfer.analysis.drift import drift_table, scale_drift_table
+from mutransfer.analysis.edits import config_axes
 from mutransfer.analysis.generations import one_generation
 from mutransfer.analysis.groups import WIDTH_AXIS, GroupAxes, Prepared, prepare
 from mutransfer.analysis.law import Law, law_tables
@@ -223,6 +224,11 @@ def scale_tables(a: Analysis, prep: Prepared) -> None:
     regret = scale_regret_table(a.cells, a.lr_opt, prep.group_cols, cols)
     regret["scale"] = regret["scale"].map(names)
     law = law_tables(a.lr_opt, prep.pool_cols, cols, [a.scale_name(c) for c in cols])
+    # the points' scale columns by their internal names, as in every other table: the stored
+    # tables rename them once (Analysis.column_names). Named for display here, a model width
+    # that is a scale axis but not the first was renamed twice, onto the first axis's name:
+    # two columns of one name, which Parquet refuses
+    law = Law(law.coef, law.points.rename(columns={names[c]: c for c in cols}), law.holdout)
     a.scale_drift = to_units(drift, a.choice, "octave")
     a.scale_regret = to_units(regret, a.choice, "value")
     a.law = Law(to_units(law.coef, a.choice, "octave"), to_units(law.points, a.choice,
@@ -259,6 +265,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         raise UserError(f"no trial of {results_dir} can be analyzed: {'; '.join(row_notes)}")
     unfinished = unfinished_note(results_dir, trials)
     trials, generation_note = one_generation(trials)
+    trials, edits_note = config_axes(trials)
     if generation_note or row_notes:  # the steps of the trials left out go too
         tables = Tables(trials, tables.steps[tables.steps["trial_id"].isin(trials["trial_id"])])
     ran = trials[trials["status"].astype(str) != "failed"]  # check_columns gave it a status
@@ -286,6 +293,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
         choice=choice, scale_axes=prep.scale_axes)
     a.notes += missing_steps_note(prep.trials, tables.steps)
+    if edits_note:
+        a.notes.insert(0, edits_note)
     if generation_note:
         a.notes.insert(0, generation_note)
     a.notes[:0] = row_notes

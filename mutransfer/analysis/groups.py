@@ -171,7 +171,7 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
     beyond = beyond_bound(df) & ~stored
     df["diverged"] = stored | beyond
     df["width"] = df["width"].astype("int64")
-    df["lr"] = df["lr"].astype("float64")
+    df["lr"] = same_grid_values(df["lr"].astype("float64"))
     df["seed"] = df["seed"].astype("int64")
     loss = pd.to_numeric(df["final_eval_loss"], errors="coerce").astype("float64")
     df["loss"] = loss.where(~df["diverged"] & np.isfinite(loss))
@@ -191,6 +191,27 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
                     n_stopped=int(stopped.sum()),
                     n_stopped_with=int(with_stopped.sum() - stopped.sum()),
                     scale_axes=scale_axes, stopped=hit.reset_index(drop=True))
+
+
+# LRs closer than this (relative) are one grid value: 2.0 ** (lo + i / k) gives the same LR a
+# last-digit apart for two values of lo (a grid extended downward, or another sweep's), and
+# the analysis took the two for two LRs, each "not run" at the widths that ran the other
+SAME_LR_RTOL = 1e-9
+
+
+def same_grid_values(lr: pd.Series) -> pd.Series:
+    """`lr` with values within SAME_LR_RTOL of the next smaller one replaced by it."""
+    values = np.unique(lr.to_numpy(float))
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return lr
+    rep = values.copy()
+    for i in range(1, len(values)):
+        if values[i] - rep[i - 1] <= SAME_LR_RTOL * abs(rep[i - 1]):
+            rep[i] = rep[i - 1]
+    if (rep == values).all():
+        return lr
+    return lr.map(dict(zip(values, rep))).fillna(lr)
 
 
 def beyond_bound(trials: pd.DataFrame) -> pd.Series:

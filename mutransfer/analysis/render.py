@@ -157,6 +157,7 @@ def scale_sections(a: Analysis) -> list[Section]:
             "1 the optima scatter about the law more than their intervals allow, the "
             "covariance is inflated by it and df = points - parameters. 'no fit' with fewer "
             "points than parameters.", views.view_law(a)))
+    if not a.law.holdout.empty:  # empty where no family has an optimum to hold out
         out.append(Section(
             "law_holdout", "The law's held-out check",
             "Refit without the points at the largest value of each scale axis and predict "
@@ -239,8 +240,10 @@ def summary_table(analysis: Analysis) -> str:
     if drift.line:
         lines.append(drift.line)
     else:
-        lines += ["drift: slope of log2 lr* against log2 width (transfer ~ 0)",
-                  text_table(drift.view)]
+        c = a.choice
+        value = f"log2 {c.opt_label}" if c.log else c.opt_label
+        lines += [f"drift: slope of {value} against log2 {a.scale_name('width')}"
+                  + (" (transfer ~ 0)" if c.target == "lr" else ""), text_table(drift.view)]
     for s in scale_sections(a):
         if s.key in ("scale_drift", "law", "law_holdout"):
             lines += [s.title, text_table(s.view)]
