@@ -92,10 +92,58 @@ class ModelConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _fields_fit_arch(self) -> ModelConfig:
+        """A field the arch does not read keeps its default: an axis over it (or a value in
+        the file) would otherwise give cells whose models are all the same, silently."""
+        arch = self.arch if self.builtin else "package.module:factory"
+        for name in _NOT_READ_BY[arch]:
+            if getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(f"model.{name} is not used by arch {self.arch}"
+                                 + _NOT_READ_WHY.get((arch, name), ""))
+        for section, scheme, needs in _SCHEME_FIELDS:
+            opts = getattr(self, section)
+            for name in needs:
+                if opts.scheme != scheme and getattr(opts, name) != type(opts).model_fields[
+                        name].default:
+                    raise ValueError(f"model.{section}.{name} is used only by "
+                                     f"{section}.scheme {scheme} (the scheme is {opts.scheme})")
+        im = self.imag_init
+        for name in ("ridge", "max_lag"):
+            if im.scheme == "memory" and im.memory != "ridge" and getattr(im, name) != \
+                    type(im).model_fields[name].default:
+                raise ValueError(f"model.imag_init.{name} is used only by imag_init.memory "
+                                 f"ridge (it is {im.memory})")
+        return self
+
+    @model_validator(mode="after")
     def _dt_range(self) -> ModelConfig:
         if self.dt_min > self.dt_max:
             raise ValueError(f"dt_min ({self.dt_min}) is above dt_max ({self.dt_max})")
         return self
+
+
+# model fields an arch never reads (their defaults are fine; another value is refused)
+_FACTORY_UNREAD = ("d_state", "base_d_state", "expand", "d_conv", "tie_embeddings",
+                   "embedding_std", "dt_min", "dt_max", "dt_init_floor", "scan_backend",
+                   "dt_init", "zero_real_fraction", "keep_nonpositive", "imag_init", "s4d",
+                   "mamba2")
+_NOT_READ_BY: dict[str, tuple[str, ...]] = {
+    "mamba": ("keep_nonpositive", "imag_init", "s4d", "mamba2"),
+    "mamba2": ("keep_nonpositive", "imag_init", "s4d"),
+    "s4d": ("expand", "d_conv", "dt_init_floor", "scan_backend", "mamba2"),
+    "package.module:factory": _FACTORY_UNREAD,
+}
+_NOT_READ_WHY = {
+    ("mamba", "imag_init"): " (imag_init sets the imaginary parts of a complex A: arch s4d)",
+    ("mamba2", "imag_init"): " (imag_init sets the imaginary parts of a complex A: arch s4d)",
+    ("mamba", "keep_nonpositive"): " (its A = -exp(A_log) is negative by construction)",
+    ("mamba2", "keep_nonpositive"): " (its A = -exp(A_log) is negative by construction)",
+    **{("package.module:factory", f): " (a factory takes its settings from model.options)"
+       for f in _FACTORY_UNREAD},
+}
+# (section, the scheme that reads them, its fields)
+_SCHEME_FIELDS = (("dt_init", "autocorr", ("kappa", "spread", "estimator")),
+                  ("imag_init", "memory", ("min_separation", "memory", "ridge", "max_lag")))
 
 
 class TrainConfig(StrictModel):
@@ -188,6 +236,15 @@ class TrainConfig(StrictModel):
                              f"share no stable phase); leave branch unset or false")
         return value
 
+    @model_validator(mode="after")
+    def _tokens_fill_a_step(self) -> TrainConfig:
+        step = self.batch_size * self.seq_len
+        if self.tokens is not None and self.tokens < step:
+            raise ValueError(f"train.tokens {self.tokens} is less than one step's "
+                             f"{step} tokens (batch_size {self.batch_size} x seq_len "
+                             f"{self.seq_len}): the run would train {step}")
+        return self
+
     @property
     def cooldown_start(self) -> int:
         """wsd: the first step (0-based) of the cooldown; other schedules: the run's end."""
@@ -219,6 +276,22 @@ class TrialConfig(StrictModel):
                 f"width {self.width} is below model.base_width {self.model.base_width}")
         if self.model.arch == "mamba2":
             mamba2_layout(self.model, self.width)
+        return self
+
+    @model_validator(mode="after")
+    def _model_fits_data_and_param(self) -> TrialConfig:
+        m, d = self.model, self.data
+        if m.imag_init.scheme == "memory" and (d.source, d.task) != ("synthetic", "memory"):
+            what = f"synthetic task {d.task}" if d.source == "synthetic" else d.source
+            raise ValueError(f"model.imag_init memory ({m.imag_init.memory}) needs data source "
+                             f"synthetic, task memory (scalar real inputs and targets, and "
+                             f"the task's memory function); the data is {what}")
+        if not m.builtin and self.param.depth == "none":
+            for name in ("n_layer", "base_n_layer"):
+                if getattr(m, name) != type(m).model_fields[name].default:
+                    raise ValueError(f"model.{name} is not used by arch {m.arch} (a factory "
+                                     f"takes its depth from model.options; model.{name} is "
+                                     f"read only by a depth parameterization, param.depth)")
         return self
 
 

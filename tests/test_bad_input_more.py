@@ -37,8 +37,9 @@ def write(path: Path, doc: dict | str) -> Path:
 def _sweep_file(tmp_path: Path, model_options: str) -> Path:
     """A tiny sweep file of a user model whose model.options (its factory's keywords, any
     value) is `model_options` (YAML text, one line)."""
-    doc = yaml.safe_dump({**tiny_sweep("more"), "storage": str(tmp_path / "results")},
-                         sort_keys=False)
+    sweep = tiny_sweep("more")  # the model's own fields (n_layer, d_state) are Mamba's
+    sweep["model"] = {"base_width": sweep["model"]["base_width"]}
+    doc = yaml.safe_dump({**sweep, "storage": str(tmp_path / "results")}, sort_keys=False)
     doc = doc.replace("model:\n", "model:\n  arch: examples.tiny_gpt:tiny_gpt\n"
                                   f"  options: {model_options}\n", 1)
     return write(tmp_path / "sweep.yaml", doc)

@@ -93,8 +93,12 @@ def test_misuse_is_a_user_error() -> None:
     mamba = cfg.model_copy(update={"model": cfg.model.model_copy(update={"arch": "mamba"})})
     with pytest.raises(UserError, match="complex A"):
         build_model(mamba, spec, sample=(torch.randn(2, 64, 1), torch.randn(2, 64, 1)))
-    tokens = TrialConfig(model=cfg.model, data={"source": "synthetic", "task": "copy"},
-                         width=16)
+    with pytest.raises(ValueError, match="synthetic, task memory"):  # refused as a config
+        TrialConfig(model=cfg.model, data={"source": "synthetic", "task": "copy"}, width=16)
+    # the build's own checks, for a config put together without validation
+    plain = cfg.model.model_copy(update={"imag_init": type(cfg.model.imag_init)()})
+    tokens = TrialConfig(model=plain, width=16, data={"source": "synthetic", "task": "copy"}
+                         ).model_copy(update={"model": cfg.model})
     with pytest.raises(UserError, match="synthetic, task memory"):
         build_model(tokens.model_copy(update={"model": _cfg("task").model}),
                     load_data(tokens.data).spec)

@@ -55,10 +55,15 @@ class Axis:
 
 def parameterizations(spec: SweepSpec) -> list[str]:
     """The parameterizations a sweep runs: its axis, else the one of its `param` section."""
+    default = TrialConfig().param.name
     values = spec.axes.get("parameterization", spec.axes.get("param.name"))
     if isinstance(values, list) and values:
         return [str(v) for v in values]
-    return [str(spec.param.get("name", TrialConfig().param.name))]
+    sections = spec.axes.get("param")  # whole param sections: each replaces the file's
+    if isinstance(sections, list) and sections:
+        return list(dict.fromkeys(str(s.get("name", default)) if isinstance(s, dict)
+                                  else default for s in sections))
+    return [str(spec.param.get("name", default))]
 
 
 def parse_axes(raw: dict[str, Any], parameterizations: list[str]) -> list[Axis]:

@@ -98,6 +98,13 @@ class Plan:
             if node is not _UNSET and node != {}:  # an empty section sets nothing
                 notes.append(f"note: {axis.path} {node!r} in the file is not used: the "
                              f"{axis.name} axis sets it in every cell")
+        run = {str(u.config["param"]["name"]) for u in (self.groups or self.cells)}
+        for axis in self.axes:  # LRs given for a parameterization no cell runs
+            unused = [p for p in (axis.lr or {}) if p != "*" and p not in run]
+            if unused:
+                notes.append(f"note: axes.{axis.name} {', '.join(unused)} is not used: the "
+                             f"sweep runs {', '.join(sorted(run))} (add a parameterization "
+                             f"axis to run {'it' if len(unused) == 1 else 'them'})")
         return notes
 
     def data_configs(self) -> list[dict[str, Any]]:
@@ -168,6 +175,7 @@ def _cells(spec: SweepSpec, axes: list[Axis]) -> list[Cell]:
             dumped = _resolve(spec, axes, values).model_dump(mode="json")
             cell = Cell(trial_id(dumped), dumped, columns_of(dumped, axes))
             cells.setdefault(cell.trial_id, cell)  # axes that change nothing: one trial
+    _check_token_budgets(list(cells.values()), axes)
     return sorted(cells.values(), key=_cost_order)
 
 
@@ -190,7 +198,32 @@ def _groups(spec: SweepSpec, axes: list[Axis]) -> list[Group]:
         gid = group_id(dumped)
         groups.setdefault(gid, Group(gid, dumped, columns, choice.log2_lo, choice.log2_hi,
                                      spec.search.trials_per_width))
+    _check_token_budgets(list(groups.values()), axes)
     return sorted(groups.values(), key=_cost_order)
+
+
+def _check_token_budgets(units: list[Cell] | list[Group], axes: list[Axis]) -> None:
+    """A token budget trains whole steps (tokens // (batch_size x seq_len)): two values of
+    train.tokens that give the same number of steps would be one run under two trial ids,
+    its losses shown at two budgets the run never had. Refused, naming both."""
+    seen: dict[str, tuple[int, int]] = {}
+    for unit in units:
+        train = unit.config["train"]
+        if train.get("tokens") is None:
+            continue
+        per_step = train["batch_size"] * train["seq_len"]
+        steps = train["tokens"] // per_step
+        key = repr(sorted({**unit.config, "train": {**train, "tokens": None, "steps": steps}
+                           }.items()))
+        tokens, _ = seen.setdefault(key, (train["tokens"], steps))
+        if tokens != train["tokens"]:
+            low, high = sorted((tokens, train["tokens"]))
+            axis = next((a for a in axes if a.path == "train.tokens"), None)
+            where = f"axes.{axis.name}" if axis is not None else "train.tokens"
+            raise UserError(f"{where}: {low} and {high} tokens both train {steps} steps of "
+                            f"{per_step} tokens (batch_size {train['batch_size']} x seq_len "
+                            f"{train['seq_len']}): one run under two trial ids; give budgets "
+                            f"at least one step apart")
 
 
 def _cost_order(unit: Cell | Group) -> tuple[int, int]:
@@ -232,8 +265,11 @@ def _blame(loc: str, msg: str, axes: list[Axis], values: dict[str, Any]) -> Axis
     """The axis whose path holds the failing field, or for a whole-config check (no field)
     the axis whose last name the message mentions (e.g. `width 32 is below base_width`)."""
     for axis in axes:
-        if axis.name in values and loc and (loc == axis.path or loc.startswith(axis.path + ".")
-                                            or axis.path.startswith(loc + ".")):
+        if axis.name in values and loc and (loc == axis.path or loc.startswith(axis.path + ".")):
+            return axis
+    for axis in axes:  # a check of a whole section (`model`): the axis its message names
+        if axis.name in values and loc and axis.path.startswith(loc + ".") \
+                and _names(msg, loc, axis.path):
             return axis
     if not loc:
         for axis in axes:
@@ -242,3 +278,11 @@ def _blame(loc: str, msg: str, axes: list[Axis], values: dict[str, Any]) -> Axis
                 return axis
     return None
 
+
+def _names(msg: str, loc: str, path: str) -> bool:
+    """Whether `msg` names the field `path` inside section `loc`: its dotted path, a section
+    that holds it (`model.s4d` for `model.s4d.init`) or its last name."""
+    parts = path[len(loc) + 1:].split(".")
+    fields = {".".join(parts[:i]) for i in range(1, len(parts) + 1)} | {parts[-1]}
+    fields |= {f"{loc}.{f}" for f in fields}
+    return any(re.search(rf"(?<![\w.]){re.escape(f)}(?![\w])", msg) for f in fields)
