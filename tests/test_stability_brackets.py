@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from mutransfer.analysis.brackets import bracket_slope, feasible_slopes
-from mutransfer.analysis.cells import DIVERGED, TRAINED
+from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
 from mutransfer.analysis.stability import stability_slope_table, stability_table
 
 X3 = np.array([6.0, 7.0, 8.0])  # widths 64, 128, 256
@@ -31,7 +31,7 @@ def stability_rows(lo: list[float], hi: list[float], widths=(64, 128, 256)) -> p
     return pd.DataFrame({"parameterization": "sp", "width": list(widths),
                          "largest_trained": lo_lr, "smallest_any_diverged": hi_lr,
                          "boundary": np.sqrt(lo_lr * hi_lr), "clean": True,
-                         "boundary_all": np.sqrt(lo_lr * hi_lr)})
+                         "boundary_all": np.sqrt(lo_lr * hi_lr), "clean_all": True})
 
 
 def test_three_widths_with_one_octave_brackets_give_a_slope_interval_of_honest_width():
@@ -67,6 +67,24 @@ def test_planted_boundaries_on_an_octave_grid_are_covered(scatter, floor):
         widths.append(b.ci_high - b.ci_low)
     assert np.mean(hits) >= floor
     assert np.median(widths) > 0.5  # about +-0.5, not zero
+
+
+def test_a_seed_that_diverged_far_below_the_boundary_leaves_its_width_out_of_the_slope():
+    """Width 64: one seed diverged at the lowest LR, every seed trained up to 2^-4. Its
+    bracket's ends are reversed (trained up to 2^-4, a seed diverged at 2^-9): no line passes
+    through it. Before, it entered the slope as the geometric mean of the reversed ends and
+    turned the family's -1.0 (128 -> 256) into +2.0; now it is left out, and the note says
+    why."""
+    lrs = [2.0**e for e in (-9, -8, -7, -6, -5, -4, -3)]
+    tops = {64: [PARTIAL] + [TRAINED] * 5 + [DIVERGED],
+            128: [TRAINED] * 5 + [DIVERGED] * 2, 256: [TRAINED] * 4 + [DIVERGED] * 3}
+    cells = pd.DataFrame([{"parameterization": "sp", "width": w, "lr": lr, "status": st}
+                          for w, sts in tops.items() for lr, st in zip(lrs, sts)])
+    stab = stability_table(cells, ["parameterization", "width"])
+    assert not stab.set_index("width").loc[64, "clean"]
+    row = stability_slope_table(stab, ["parameterization"]).iloc[0]
+    assert row["widths"] == "128,256" and row["slope"] == pytest.approx(-1.0)
+    assert "left out: width 64 (ambiguous" in row["note"]
 
 
 def test_unstable_but_trained_is_reported_apart_from_diverged():

@@ -325,7 +325,8 @@ def plot_stability(a: Analysis, path: Path) -> Path:
                 label=text if both.any() else None)
         ax.plot(w[only_ok], st["largest_trained"][only_ok], "^", color=col, ms=7,
                 label=None if both.any() or not only_ok.any() else f"{label}: no divergence")
-        _fit_line(ax, st["width"][both].to_numpy(), s["slope"], s["intercept"], shift,
+        fitted = both & st["clean"].to_numpy(bool)  # the slope leaves ambiguous ones out
+        _fit_line(ax, st["width"][fitted].to_numpy(), s["slope"], s["intercept"], shift,
                   color=col)
     _x_axis(a, ax)
     log2_axis(ax, "y", np.concatenate([a.stability["largest_trained"],

@@ -21,7 +21,8 @@ the LRs below it came. NaN where the trials table predates those columns.
 
 The slope of the boundary against width treats each boundary as the bracket it is
 (analysis/brackets.py): its interval holds every slope of a line through all the brackets,
-widened for the boundaries' scatter about a power law.
+widened for the boundaries' scatter about a power law. An ambiguous boundary (its bracket's
+ends reversed) is left out of the slope, and the note says so.
 """
 
 from __future__ import annotations
@@ -126,22 +127,35 @@ def _left_out(fam: pd.DataFrame, label: str) -> str:
     for _, r in out.sort_values("width").iterrows():
         trained = np.isfinite(float(r["largest_trained"]))
         diverged = np.isfinite(float(r["smallest_any_diverged"]))
-        if trained == diverged:  # both: no clean bracket of its own; neither: nothing ran
-            continue
-        where = "above" if trained else "below"
-        parts.append(f"{label} {int(r['width'])} (its boundary lies {where} the LRs run)")
+        if trained and diverged:  # an ambiguous bracket (_clean_only)
+            parts.append(f"{label} {int(r['width'])} (ambiguous: a seed diverged below an LR "
+                         f"where every seed trained)")
+        elif trained or diverged:
+            where = "above" if trained else "below"
+            parts.append(f"{label} {int(r['width'])} (its boundary lies {where} the LRs run)")
     return ("left out: " + ", ".join(parts)) if parts else ""
+
+
+def _clean_only(fam: pd.DataFrame) -> pd.DataFrame:
+    """The family's boundaries with the ambiguous ones (not `clean`: a seed diverged below an
+    LR where every seed trained, so the bracket's ends are reversed) set to NaN: no line
+    passes through a reversed bracket, and one far, failed seed would set the slope."""
+    return fam.assign(boundary=fam["boundary"].where(fam["clean"].astype(bool)),
+                      boundary_all=fam["boundary_all"].where(fam["clean_all"].astype(bool)))
 
 
 def stability_slope_table(stability: pd.DataFrame, family_cols: list[str],
                           label: str = "width") -> pd.DataFrame:
     """Slopes of log2 boundary (onset) and log2 boundary_all against log2 width, each over the
     widths where both ends of its bracket were seen; the onset's 95% interval from its
-    brackets (ci_low, ci_high; analysis/brackets.py), the OLS one beside it. `label`: the
+    brackets (ci_low, ci_high; analysis/brackets.py), the OLS one beside it; ambiguous
+    boundaries left out (_clean_only). `label`: the
     name of the axis in the width role, for the notes."""
     rows = []
     for k, fam in stability.groupby(family_cols, sort=True, dropna=False):
-        fit = width_fit(fam, "boundary", "a boundary inside the LRs run", label=label)
+        fam = _clean_only(fam)
+        fit = width_fit(fam, "boundary", "an unambiguous boundary inside the LRs run",
+                        label=label)
         fit_all = width_fit(fam, "boundary_all", "", label=label)
         brackets = _bracket_columns(fit.rows, fit.x)
         note = brackets.pop("bracket_note", "")
@@ -150,8 +164,6 @@ def stability_slope_table(stability: pd.DataFrame, family_cols: list[str],
                "slope_all": fit_all.line.slope if fit_all.line else np.nan,
                "n_widths_all": len(fit_all.widths), "note": fit.note}
         notes = [fit.note, note]
-        if fit.line is not None and not fit.rows["clean"].all():
-            notes.append("some boundaries are ambiguous (see the stability table)")
         if fit.line is not None:
             notes.append(_left_out(fam, label))
         row["note"] = "; ".join(filter(None, notes))
