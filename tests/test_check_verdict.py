@@ -261,7 +261,7 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
         return {"slope": -0.01, "ci_low": -0.01 - half, "ci_high": -0.01 + half}, False
 
     monkeypatch.setattr(check, "_transfer_round", fake_round)
-    monkeypatch.setattr(check, "_stored_trials", lambda out: (10 * len(calls), 1.0))
+    monkeypatch.setattr(check, "_stored_trials", lambda *a: (10 * len(calls), 1.0))
     spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8},
                                       "tolerance": 0.25})
     steps = 60  # per trial

@@ -329,9 +329,18 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     elif not has_ci:
         v.reason = f"the coordinate check passes, but the lr* drift has no interval " \
                    f"({d.get('note') or 'too few widths with an optimum'})"
+        # what would give an interval: more seeds only where each width has its optimum
+        # inside the grid and lacks only the seeds' spread (before, more seeds were advised
+        # also when no LR of the grid trained at all: more seeds of it give no optimum)
+        if not math.isfinite(slope):
+            v.advice.append("fewer than two widths have an optimum (no LR of check.lr "
+                            "trained there: every one diverged or failed?): move check.lr "
+                            "below the LRs that diverge, or widen it (the transfer "
+                            "search's report shows the losses)")
         if int(d.get("n_edge", 0) or 0):
             v.advice.append("an optimum is on the LR grid's edge: widen check.lr")
-        v.advice.append("more seeds (check.seeds) give each lr* an interval")
+        elif math.isfinite(slope):
+            v.advice.append("more seeds (check.seeds) give each lr* an interval")
     else:
         v.reason = (f"the coordinate check passes; {drift_words}: the interval crosses the "
                     f"bound and the budget ran out")

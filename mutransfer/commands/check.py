@@ -139,7 +139,7 @@ def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
     from mutransfer.analysis import analyze, make_plots
     from mutransfer.sweep.run import driver
 
-    spec = spec.model_copy(update={"check": spec.check.model_copy(update={"seeds": seeds})})
+    spec = _with_seeds(spec, seeds)
     storage = str(out / "sweep")
     timer = None
     if deadline is not None:
@@ -160,13 +160,38 @@ def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
             timer.cancel()
     if stopped:
         return None, True
-    a = analyze(storage)
+    a = analyze(storage, tables=_round_tables(spec, storage))
     try:
         make_plots(storage, analysis=a)
     except Exception as exc:  # the verdict must not depend on the figures
         print(f"plots failed ({type(exc).__name__}: {exc})")
     rows = a.drift.to_dict("records")
     return (rows[0] if rows else None), False
+
+
+def _with_seeds(spec, seeds: list[int]):
+    return spec.model_copy(update={"check": spec.check.model_copy(update={"seeds": seeds})})
+
+
+def _cell_ids(spec, storage: str) -> set[str]:
+    """The trial ids of the transfer stage's grid as `spec` (its check.seeds) runs it."""
+    from mutransfer.sweep.run.driver import prepare
+
+    return {cell.trial_id for cell in prepare(spec.sweep(), storage, check_data=False).cells}
+
+
+def _round_tables(spec, storage: str):
+    """The store's tables cut to this round's cells: its widths, LRs and seeds under this
+    file's trial config. OUT/sweep also holds what it held before (the seeds of a later
+    round of an earlier run, the widths, LRs or steps of an earlier version of the file),
+    which the round's drift must not read (before: a re-run's round 1 gave the drift of every
+    stored seed, width and config, reported as of check.seeds and check.widths)."""
+    from mutransfer.results.store import Store, Tables
+
+    tables = Store(storage).tables()
+    ids = _cell_ids(spec, storage)
+    return Tables(tables.trials[tables.trials["trial_id"].isin(ids)],
+                  tables.steps[tables.steps["trial_id"].isin(ids)], tables.duplicates)
 
 
 @dataclass
@@ -182,13 +207,13 @@ class Rounds:
     stopped: str = ""  # "" (decided, or every round ran), else what ran out
 
 
-def _stored_trials(out: Path) -> tuple[int, float]:
-    import pandas as pd
-
-    path = out / "sweep" / "trials"
-    if not path.exists():
+def _stored_trials(spec, out: Path, seeds: list[int]) -> tuple[int, float]:
+    """The stored trials of the transfer stage's cells with `seeds` (not those of another
+    version of the file the store also holds), and their trial-seconds."""
+    storage = str(out / "sweep")
+    if not (out / "sweep" / "trials").exists():
         return 0, 0.0
-    t = pd.read_parquet(path, columns=["wall_time_s"])
+    t = _round_tables(_with_seeds(spec, seeds), storage).trials
     return len(t), float(t["wall_time_s"].sum())
 
 
@@ -219,7 +244,7 @@ def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int |
               f"(tolerance ±{c.tolerance:g})", flush=True)
         t0, before = time.time(), r.trials
         drift, stopped = _transfer_round(spec, out, seeds, deadline, num_cpus)
-        r.trials, r.trial_seconds = _stored_trials(out)
+        r.trials, r.trial_seconds = _stored_trials(spec, out, seeds)
         if stopped:
             r.stopped = f"{minutes:g} min" if minutes is not None else "interrupted"
             break

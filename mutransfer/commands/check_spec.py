@@ -49,6 +49,21 @@ class CoordStage(StrictModel):
     alpha: float = Field(COORD_ALPHA, gt=0, lt=1, description=(
         "family-wise error rate of the coordinate violations (t test, Holm)"))
 
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        """A seed given twice runs the same model twice, and the slopes' table holds it once:
+        [1, 1] was a one-seed check at two widths (no standard error), where every slope
+        outside the tolerance counts as a violation (a correct model FAILed), though two
+        seeds are required. Refused as `mutransfer coord-check --seeds` refuses it."""
+        seen = set()
+        for seed in value:
+            if seed in seen:
+                raise ValueError(f"seed {seed} is given twice (each seed is its own init and "
+                                 f"batches; give at least two different seeds)")
+            seen.add(seed)
+        return value
+
 
 # The drift tolerance (octaves of lr* per doubling of width) that keeps the regret at 8x the
 # tuned width at or below 0.01 nats: a drift d puts the LR 3d octaves off there, and the
