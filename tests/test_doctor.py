@@ -74,3 +74,74 @@ def test_an_optional_package_run_from_its_source_tree_is_named_so(tmp_path, caps
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert f"mamba-ssm from source ({tree / 'mamba_ssm'})" in out
+
+
+def _store(folder, fmt=2):
+    (folder / "trials").mkdir(parents=True)
+    (folder / "steps").mkdir()
+    (folder / "mutransfer-store.json").write_text(f'{{"format": {fmt}}}\n')
+    return folder
+
+
+@pytest.mark.parametrize("case", ["other files", "newer store", "inside a store"])
+def test_a_storage_a_sweep_would_refuse_is_a_problem_not_ready(tmp_path, capsys, case):
+    """Writable is not enough: doctor says what `mutransfer sweep` would refuse there (a
+    folder of other files, a store of another format, a folder inside a store), in the
+    sweep's own words, for --storage and for a sweep file's storage alike."""
+    if case == "other files":
+        place = tmp_path / "mine"
+        place.mkdir()
+        (place / "notes.txt").write_text("not results")
+        expected = "a folder that is not empty (notes.txt) and not a mutransfer results store"
+    elif case == "newer store":
+        place = _store(tmp_path / "newer", fmt=3)
+        expected = "a results store of format 3, written by a newer mutransfer"
+    else:
+        place = _store(tmp_path / "outer") / "trials"
+        expected = f"inside the results store {tmp_path / 'outer'}"
+    assert main(["doctor", "--storage", str(place)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: storage {place}: "), err
+    assert expected in err[0]
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"name: s\nstorage: {place}\n"
+                     "model: {n_layer: 1, d_state: 4, base_width: 16}\n"
+                     "train: {steps: 2, batch_size: 2, seq_len: 16}\n"
+                     "data: {source: synthetic}\naxes: {width: [16], lr: [0.01]}\n")
+    assert main(["doctor", str(sweep)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+
+
+def test_a_store_or_a_new_folder_is_ready_and_so_is_the_default_results_folder(tmp_path,
+                                                                                capsys):
+    """An existing store and a folder not made yet are fine; without --storage or a sweep
+    file, results/ is where stores go (results/NAME), not a store: its stores are fine."""
+    _store(tmp_path / "results" / "quickstart")
+    assert main(["doctor", "--storage", str(_store(tmp_path / "done"))]) == 0
+    assert main(["doctor", "--storage", str(tmp_path / "new" / "sub")]) == 0
+    assert main(["doctor"]) == 0
+    assert "ok    storage results: writable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cache_dir", ["/proc/mutransfer-cache", "a-file/cache"])
+def test_a_token_cache_the_sweep_could_not_write_is_a_problem_not_ready(tmp_path, capsys,
+                                                                        cache_dir):
+    """A text source whose cache is not prepared is tokenized by the sweep into
+    data.cache_dir before its first trial: a folder that takes no file (a read-only mount,
+    /proc, below a file) refuses that sweep, so doctor says so instead of 'ready'."""
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "data.txt").write_text("some ordinary text, line after line.\n" * 40)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\nmodel: {n_layer: 1, d_state: 4, base_width: 16}\n"
+                     "train: {steps: 2, batch_size: 2, seq_len: 16}\n"
+                     f"data: {{source: text, path: data.txt, cache_dir: {cache_dir}}}\n"
+                     "axes: {width: [16], lr: [0.01]}\n")
+    assert main(["doctor", str(sweep)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"error: {sweep}: token cache {cache_dir}/tokens: ")
+    assert err[0].endswith("set data.cache_dir to a writable folder (the sweep tokenizes its "
+                           "data there before the first trial)")
+    assert main(["sweep", str(sweep), "--storage", str(tmp_path / "store")]) == 2  # as doctor said
+    assert "token cache" in capsys.readouterr().err

@@ -171,15 +171,22 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
     from mutransfer.errors import UserError
     from mutransfer.results.fs import is_uri
 
-    if location is None and sweep is not None:
+    # a sweep's store (given, or the sweep file's): also what a sweep refuses to write into;
+    # not the default results/ (the folder the stores are in) nor a check's output folder
+    store = location is not None
+    if sweep is not None:
         try:
             from mutransfer.commands.check_spec import is_check_file, load_check
             from mutransfer.sweep.plan.spec import load_spec
 
-            location = (str(load_check(sweep).out) if is_check_file(sweep) else
-                        load_spec(sweep).storage_location)
+            check = is_check_file(sweep)
+            store = store and not check
+            if location is None:
+                location = (str(load_check(sweep).out) if check else
+                            load_spec(sweep).storage_location)
+                store = not check
         except UserError:
-            location = None  # the sweep file's own check says why
+            pass  # the sweep file's own check says why
     if location == "":  # not "no --storage": Path("") would check the current folder
         r.fail("storage '': an empty path; give a folder or URI")
         return
@@ -189,10 +196,13 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
         return
     from mutransfer.commands.outputs import check_output_dir
     from mutransfer.paths import nearest_existing
+    from mutransfer.results.store import Store
 
     path = Path(location).expanduser().absolute()
     try:  # a file made and removed there: permission bits say yes for root, and on /proc
         check_output_dir(path, "storage")
+        if store:  # a folder of other files, a store of another format, inside a store
+            Store(path).check_is_store()
     except UserError as exc:
         r.fail(str(exc))
         return
@@ -201,9 +211,11 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
 
 def sweep_file(r: Report, path: str) -> None:
     from mutransfer.commands.check_spec import is_check_file
+    from mutransfer.commands.outputs import check_output_dir
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
     from mutransfer.data.config import DataConfig
+    from mutransfer.errors import UserError
     from mutransfer.sweep.run.driver import prepare
 
     kind = _or_fail(r, "", lambda: "check" if is_check_file(path) else "sweep")
@@ -220,6 +232,12 @@ def sweep_file(r: Report, path: str) -> None:
         ref = locate(cfg)
         if open_cache(ref) is not None:
             r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): prepared ({ref.path})")
+            continue
+        try:  # the sweep would write it there first, and refuse a folder that takes no file
+            check_output_dir(ref.root, "token cache")
+        except UserError as exc:
+            r.fail(f"{path}: {exc}; set data.cache_dir to a writable folder (the sweep "
+                   f"tokenizes its data there before the first trial)")
         else:
             r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
                  f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")

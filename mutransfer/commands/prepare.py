@@ -33,8 +33,10 @@ def run(args) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1")
-    for path in args.file:
-        plan = _plan(prepare, path)
+    # every file read and checked before any is tokenized: a typo in the last file is refused
+    # at once, not after the hours the first one's corpus takes, with its cache left behind
+    plans = [(path, _plan(prepare, path)) for path in args.file]
+    for path, plan in plans:
         datas = [d for d in plan.data_configs()
                  if DataConfig.model_validate(d).source in CACHED_SOURCES]
         if not datas:

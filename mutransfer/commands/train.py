@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -16,7 +17,10 @@ def add_arguments(p, name: str) -> None:
                                   "e.g. configs/train.yaml")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field by dotted path, e.g. train.lr=0.003 (repeatable)")
-    p.add_argument("--out", default=None, help="write the result as JSON to this file")
+    p.add_argument("--out", default=None,
+                   help="write the result as JSON to this file (standard JSON: a loss that is "
+                        "not a finite number, such as step 0's train loss or a diverged "
+                        "trial's, is null)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads (default: $OMP_NUM_THREADS, else 1: what a sweep "
                         "trial runs with at resources.cpus_per_trial 1, so that a stored cell "
@@ -151,5 +155,23 @@ def run(args) -> int:
     if args.out is not None:
         from mutransfer.commands.outputs import write_result
 
-        write_result(args.out, json.dumps(result.to_dict(), indent=1))
+        write_result(args.out, result_json(result.to_dict()))
     return 0
+
+
+def result_json(result: dict) -> str:
+    """The result as standard JSON: NaN and ±inf (step 0's train loss, a diverged trial's
+    losses) are null. json.dumps writes them as the bare words NaN and Infinity, which no
+    JSON parser but Python's reads (JavaScript's JSON.parse and Go's encoding/json refuse
+    the whole file)."""
+    return json.dumps(_finite(result), indent=1, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

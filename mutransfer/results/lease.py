@@ -184,7 +184,10 @@ class Lease:
 
 def read_holder(store: Any) -> Holder | None:
     """The lease's holder as the file says, or None (no lease, or an unreadable one)."""
-    text = store.read_text(LEASE)
+    try:
+        text = store.read_text(LEASE)
+    except UnicodeDecodeError:  # damaged (a crash where renames are not atomic): as absent
+        return None
     if not text:
         return None
     try:

@@ -283,17 +283,24 @@ class Store:
         self._remove_made(self._made_above)  # e.g. the results/ of a default results/NAME
         return True
 
-    def write_text(self, name: str, text: str) -> None:
-        """A small text file under the root, written atomically."""
-        write_atomic(self.fs, join(self.root, name), lambda out: out.write(text.encode()))
+    def write_text(self, name: str, text: str | bytes) -> None:
+        """A small text file under the root, written atomically (bytes as they are)."""
+        data = text.encode() if isinstance(text, str) else text
+        write_atomic(self.fs, join(self.root, name), lambda out: out.write(data))
 
     def read_text(self, name: str) -> str | None:
+        data = self.read_bytes(name)
+        return None if data is None else data.decode()
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """A small file under the root as it is (None when there is none): a file edited by
+        hand need not be UTF-8."""
         path = join(self.root, name)
         try:
             if self.fs.get_file_info(path).type != pafs.FileType.File:
                 return None
             with self.fs.open_input_stream(path) as f:
-                return f.read().decode()
+                return f.read()
         except FileNotFoundError:  # removed between the two calls
             return None
 
@@ -335,13 +342,16 @@ class Store:
     def _read_all(self, paths: Iterable[str], key: tuple[str, ...] = ()
                   ) -> tuple[list[pd.DataFrame], list[str], list[str]]:
         """The parts that read, the paths that do not, and the paths of Parquet files that
-        lack a column of `key` (another program's file in a table folder: not a part)."""
+        lack a column of `key` (another program's file in a table folder: not a part). A part
+        gone since it was listed is none of these: a live sweep removed it (an attempt's
+        per-eval parts once its steps part is written, the parts of an attempt that lost)."""
         frames, bad, foreign = [], [], []
         for path in paths:
             try:
                 frame = self.read_part(path)
             except (OSError, ValueError, pa.ArrowException):
-                bad.append(path)
+                if not self._gone(path):
+                    bad.append(path)
                 continue
             if any(c not in frame.columns for c in key):
                 foreign.append(path)
@@ -361,12 +371,21 @@ class Store:
         trials, duplicates = each_trial_once(_with_dtypes(_concat(frames), TRIAL_FIELDS))
         return trials, duplicates, bad, foreign
 
+    def _gone(self, path: str) -> bool:
+        try:
+            return self.fs.get_file_info(path).type == pafs.FileType.NotFound
+        except OSError:
+            return False
+
     def _step_rows(self, include_running: bool = False
                    ) -> tuple[pd.DataFrame, list[str], list[str]]:
-        paths = self.list_parts(self.steps_dir)
-        if include_running:
-            paths += self.list_parts(self.running_dir)
-        frames, bad, foreign = self._read_all(paths, STEP_KEY)
+        # running/ before steps/: an attempt that finishes meanwhile writes its steps part
+        # before it deletes its per-eval parts, so the steps listed after them hold every row
+        # of the per-eval parts that vanished before they were read
+        frames, bad, foreign = self._read_all(
+            self.list_parts(self.running_dir), STEP_KEY) if include_running else ([], [], [])
+        more = self._read_all(self.list_parts(self.steps_dir), STEP_KEY)
+        frames, bad, foreign = more[0] + frames, more[1] + bad, more[2] + foreign
         frames = [f for f in frames if len(f)]
         if not frames:
             return _empty(STEP_COLUMNS), bad, foreign

@@ -71,14 +71,35 @@ def _describe(trial: Any, units: dict[str, TrialUnit]) -> str:
 
 def error_reason(trial: Any) -> str:
     """One line: the exception the trial raised, from the text trace Tune keeps for it
-    (its last line is `Type: message`; Ray's wrapping and traceback come before)."""
+    (Ray's wrapping and the traceback come first, then `Type: message`, whose message may
+    run over several lines)."""
     path = getattr(trial, "error_file", None)
     try:
         with open(path) as f:  # Tune's own text file, appended at each failure
-            lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+            text = f.read()
     except (OSError, TypeError):
-        lines = []
-    return _first_line(lines[-1]) if lines else "unknown error (see Ray's logs)"
+        text = ""
+    return exception_line(text) or "unknown error (see Ray's logs)"
+
+
+def exception_line(trace: str) -> str:
+    """`Type: message` of the last failure in Tune's error text, its message's lines joined
+    into one; "" when there is none. The exception starts at the first line without
+    indentation after the traceback's last frame (`  File ...`, then its indented source
+    line and markers); a trace without frames (a worker that died) gives its last line."""
+    lines = trace.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Failure # ")]
+    lines = lines[starts[-1] + 1:] if starts else lines  # the latest attempt's failure
+    frames = [i for i, ln in enumerate(lines)
+              if ln[:1].isspace() and ln.lstrip().startswith('File "')]
+    if frames:
+        rest = lines[frames[-1] + 1:]
+        first = next((j for j, ln in enumerate(rest) if ln.strip() and not ln[0].isspace()),
+                     None)
+        if first is not None:
+            return _first_line(" ".join(ln.strip() for ln in rest[first:] if ln.strip()))
+    nonblank = [ln.strip() for ln in lines if ln.strip()]
+    return _first_line(nonblank[-1]) if nonblank else ""
 
 
 def _first_line(text: str, limit: int = 300) -> str:

@@ -331,11 +331,16 @@ def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None =
 
 
 def save_sweep_copy(store: Store, plan: Plan) -> None:
-    """sweep.yaml: the file as run; an earlier, different version moves to history/."""
-    old = store.read_text("sweep.yaml")
-    if old == plan.file_text:
+    """sweep.yaml: the file as run; an earlier, different version moves to history/ (as
+    it is: one edited by hand in another encoding than UTF-8 too)."""
+    old = store.read_bytes("sweep.yaml")
+    if old == plan.file_text.encode():
         return
     if old is not None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        store.write_text(f"history/sweep-{stamp}.yaml", old)
+        name, n = f"history/sweep-{stamp}.yaml", 0
+        while store.read_bytes(name) is not None:  # changed twice within a second (a script
+            n += 1  # looping over variants): each earlier version keeps its own file
+            name = f"history/sweep-{stamp}_{n}.yaml"
+        store.write_text(name, old)
     store.write_text("sweep.yaml", plan.file_text)
