@@ -87,3 +87,18 @@ def test_no_hint_to_put_the_data_at_its_path_when_it_is_there_but_malformed(
     (folder / "data.txt").write_bytes(content)
     err = refusal(capsys, ["validate", "sweep.yaml"])
     assert words in err and HINT not in err and CLUSTER_HINT not in err
+
+
+def test_a_bad_later_file_is_refused_before_the_first_files_data_is_tokenized(folder, capsys):
+    """`prepare A B` reads and checks every file before it tokenizes any: a typo in the last
+    file is refused at once, not after the first corpus (hours, for a real one) with its
+    cache left behind."""
+    (folder / "data.txt").write_text(TEXT)
+    good = yaml.safe_load((folder / "sweep.yaml").read_text())
+    (folder / "typo.yaml").write_text(yaml.safe_dump({**good, "name": "typo",
+                                                       "axes": {"width": [32], "lr": [-1]}}))
+    assert refusal(capsys, ["prepare", "sweep.yaml", "typo.yaml"]) == \
+        "error: typo.yaml: axes.lr[0]: -1 is not a positive learning rate"
+    assert not (folder / "cache").exists()  # the good file's corpus was not tokenized
+    assert main(["prepare", "sweep.yaml"]) == 0  # on its own it prepares
+    assert (folder / "cache" / "tokens").is_dir()
