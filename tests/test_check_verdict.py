@@ -278,3 +278,37 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
     small = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 4}})
     r = check._transfer_stage(small, tmp_path, steps, Budget(), None, time.time(), 0)
     assert len(calls) == 2 and r.stopped == "4 seeds"
+
+
+def test_a_deadline_that_fires_as_the_round_ends_is_a_budget_stop_not_a_traceback(
+        tmp_path, monkeypatch):
+    """The budget's timer interrupts the main thread; if it fires while the finished round
+    cancels it, the interrupt lands in that cancel. Before, the cancel sat in a `finally`
+    after the `except KeyboardInterrupt`, so the interrupt escaped `check` as a traceback."""
+    import _thread
+    import types
+
+    import mutransfer.commands.check as check
+    from mutransfer.sweep.run import driver
+
+    class LateTimer:
+        """A timer that fires exactly while it is being cancelled."""
+
+        def __init__(self, *args):
+            self.daemon = False
+
+        def start(self):
+            pass
+
+        def cancel(self):
+            _thread.interrupt_main()
+            time.sleep(0.05)  # the main thread takes the interrupt here
+
+    monkeypatch.setattr(check.threading, "Timer", LateTimer)
+    monkeypatch.setattr(driver, "run", lambda *a, **k: types.SimpleNamespace(interrupted=False))
+    spec = CheckSpec(name="c", check={"seeds": [0, 1]})
+    try:
+        result = check._transfer_round(spec, tmp_path, [0, 1], time.time() + 60, None)
+    except KeyboardInterrupt:
+        pytest.fail("the deadline's interrupt escaped the round")
+    assert result == (None, True)  # stopped by the budget: the verdict says so

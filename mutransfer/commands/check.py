@@ -151,13 +151,15 @@ def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
         timer.start()
     stopped = False
     try:
-        result = driver.run(spec.sweep(), storage=storage, num_cpus=num_cpus, out=sys.stdout)
-        stopped = result.interrupted
+        try:
+            result = driver.run(spec.sweep(), storage=storage, num_cpus=num_cpus,
+                                out=sys.stdout)
+            stopped = result.interrupted
+        finally:  # inside the except: a deadline firing as the timer is cancelled is a stop
+            if timer is not None:
+                timer.cancel()
     except KeyboardInterrupt:
         stopped = True
-    finally:
-        if timer is not None:
-            timer.cancel()
     if stopped:
         return None, True
     a = analyze(storage, tables=_round_tables(spec, storage))
