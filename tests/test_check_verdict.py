@@ -286,6 +286,7 @@ def test_a_deadline_that_fires_as_the_round_ends_is_a_budget_stop_not_a_tracebac
     cancels it, the interrupt lands in that cancel. Before, the cancel sat in a `finally`
     after the `except KeyboardInterrupt`, so the interrupt escaped `check` as a traceback."""
     import _thread
+    import signal
     import types
 
     import mutransfer.commands.check as check
@@ -307,8 +308,13 @@ def test_a_deadline_that_fires_as_the_round_ends_is_a_budget_stop_not_a_tracebac
     monkeypatch.setattr(check.threading, "Timer", LateTimer)
     monkeypatch.setattr(driver, "run", lambda *a, **k: types.SimpleNamespace(interrupted=False))
     spec = CheckSpec(name="c", check={"seeds": [0, 1]})
+    # Python's own SIGINT handler, as `mutransfer check` runs under (a test before this one
+    # in the same process may have left another, under which interrupt_main does nothing)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         result = check._transfer_round(spec, tmp_path, [0, 1], time.time() + 60, None)
     except KeyboardInterrupt:
         pytest.fail("the deadline's interrupt escaped the round")
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert result == (None, True)  # stopped by the budget: the verdict says so
