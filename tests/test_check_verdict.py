@@ -258,10 +258,10 @@ def test_rounds_stop_as_soon_as_the_interval_decides_or_the_budget_would_not_hol
     def fake_round(spec, out, seeds, deadline, num_cpus):
         half = 0.4 * (2 / len(seeds)) ** 0.5
         calls.append(list(seeds))
-        return {"slope": -0.01, "ci_low": -0.01 - half, "ci_high": -0.01 + half}, False
+        return ({"slope": -0.01, "ci_low": -0.01 - half, "ci_high": -0.01 + half}, False,
+                (10 * len(calls), 1.0))
 
     monkeypatch.setattr(check, "_transfer_round", fake_round)
-    monkeypatch.setattr(check, "_stored_trials", lambda *a: (10 * len(calls), 1.0))
     spec = CheckSpec(name="c", check={"seeds": [0, 1], "budget": {"seeds": 8},
                                       "tolerance": 0.25})
     steps = 60  # per trial
@@ -317,4 +317,4 @@ def test_a_deadline_that_fires_as_the_round_ends_is_a_budget_stop_not_a_tracebac
         pytest.fail("the deadline's interrupt escaped the round")
     finally:
         signal.signal(signal.SIGINT, before)
-    assert result == (None, True)  # stopped by the budget: the verdict says so
+    assert result == (None, True, (0, 0.0))  # stopped by the budget: the verdict says so

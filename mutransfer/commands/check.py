@@ -133,7 +133,8 @@ def _coord_stage(spec, out: Path, configs, lr: float):
 def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
                     num_cpus: int | None):
     """Run (or resume) the transfer search with `seeds`; the drift row of its one family
-    (None when it did not finish), and whether the deadline (time.time()) stopped it."""
+    (None when it did not finish), whether the deadline (time.time()) stopped it, and the
+    round's stored trials and trial-seconds (`_stored_trials`)."""
     import _thread
 
     from mutransfer.analysis import analyze, make_plots
@@ -145,7 +146,7 @@ def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
     if deadline is not None:
         left = deadline - time.time()
         if left <= 0:
-            return None, True
+            return None, True, _stored_trials(_round_tables(spec, storage))
         timer = threading.Timer(left, _thread.interrupt_main)
         timer.daemon = True
         timer.start()
@@ -160,15 +161,16 @@ def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
                 timer.cancel()
     except KeyboardInterrupt:
         stopped = True
+    tables = _round_tables(spec, storage)  # once a round: it builds the grid's plan
     if stopped:
-        return None, True
-    a = analyze(storage, tables=_round_tables(spec, storage))
+        return None, True, _stored_trials(tables)
+    a = analyze(storage, tables=tables)
     try:
         make_plots(storage, analysis=a)
     except Exception as exc:  # the verdict must not depend on the figures
         print(f"plots failed ({type(exc).__name__}: {exc})")
     rows = a.drift.to_dict("records")
-    return (rows[0] if rows else None), False
+    return (rows[0] if rows else None), False, _stored_trials(tables)
 
 
 def _with_seeds(spec, seeds: list[int]):
@@ -190,7 +192,9 @@ def _round_tables(spec, storage: str):
     stored seed, width and config, reported as of check.seeds and check.widths)."""
     from mutransfer.results.store import Store, Tables
 
-    tables = Store(storage).tables()
+    tables = Store(storage).tables()  # empty tables where no round stored a trial yet
+    if tables.trials.empty:
+        return tables
     ids = _cell_ids(spec, storage)
     return Tables(tables.trials[tables.trials["trial_id"].isin(ids)],
                   tables.steps[tables.steps["trial_id"].isin(ids)], tables.duplicates)
@@ -209,14 +213,10 @@ class Rounds:
     stopped: str = ""  # "" (decided, or every round ran), else what ran out
 
 
-def _stored_trials(spec, out: Path, seeds: list[int]) -> tuple[int, float]:
-    """The stored trials of the transfer stage's cells with `seeds` (not those of another
-    version of the file the store also holds), and their trial-seconds."""
-    storage = str(out / "sweep")
-    if not (out / "sweep" / "trials").exists():
-        return 0, 0.0
-    t = _round_tables(_with_seeds(spec, seeds), storage).trials
-    return len(t), float(t["wall_time_s"].sum())
+def _stored_trials(tables) -> tuple[int, float]:
+    """The number of trials of a round's tables (`_round_tables`: its own cells, not those
+    of another version of the file the store also holds), and their trial-seconds."""
+    return len(tables.trials), float(tables.trials["wall_time_s"].sum())
 
 
 def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int | None,
@@ -245,8 +245,8 @@ def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int |
         print(f"transfer search, round {r.rounds + 1}: seeds {seeds}, widths {c.widths} "
               f"(tolerance ±{c.tolerance:g})", flush=True)
         t0, before = time.time(), r.trials
-        drift, stopped = _transfer_round(spec, out, seeds, deadline, num_cpus)
-        r.trials, r.trial_seconds = _stored_trials(spec, out, seeds)
+        drift, stopped, (r.trials, r.trial_seconds) = _transfer_round(spec, out, seeds,
+                                                                      deadline, num_cpus)
         if stopped:
             r.stopped = f"{minutes:g} min" if minutes is not None else "interrupted"
             break
