@@ -38,7 +38,7 @@ Progress = Callable[[int, int, str], None]
 class CoordResult:
     """A coordinate check's tables: `coord` (coord.parquet: RMS per run, step, activation),
     `slopes` (per slope: mean over seeds, s.e., df, p, Holm-adjusted p, status) and `verdicts`
-    (PASS/FAIL per parameterization)."""
+    (PASS/FAIL/INCONCLUSIVE per parameterization)."""
 
     settings: CoordSettings
     coord: pd.DataFrame
@@ -48,7 +48,8 @@ class CoordResult:
     files: list[Path] = field(default_factory=list)
 
     def verdict(self, param: str) -> str:
-        """PASS or FAIL of one parameterization (one the check did not run: UserError)."""
+        """PASS, FAIL or INCONCLUSIVE of one parameterization (one the check did not run:
+        UserError)."""
         table = self.verdicts.set_index("parameterization")
         if not isinstance(param, str) or param not in table.index:
             raise UserError(f"no verdict for {param!r}: this check ran "
@@ -56,7 +57,8 @@ class CoordResult:
         return str(table.loc[param, "verdict"])
 
     def strict_failures(self) -> list[str]:
-        """Expectations broken: a feature-learning parameterization FAILs, or sp PASSes."""
+        """Expectations broken: a feature-learning parameterization FAILs, sp PASSes, or either
+        is INCONCLUSIVE."""
         return strict_failures(self.verdicts)
 
     def summary(self) -> str:
@@ -154,5 +156,8 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
     coord = run_coord_check(s, source, progress=progress)
     sl = slopes(coord, s.axis)
     return CoordResult(settings=s, coord=coord, slopes=judge(sl, s.tolerance, s.alpha),
-                       verdicts=verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds),
+                       verdicts=verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds,
+                                         # the band's own width
+                                         undecided_beyond=s.tolerance
+                                         if s.axis == "width" else None),
                        elapsed_s=time.time() - t0)

@@ -162,6 +162,38 @@ def test_two_widths_are_judged_by_their_seeds_spread_alone():
     assert v.verdict.item() == "PASS" and v.robust.item() == 0
 
 
+def test_a_slope_far_outside_the_band_that_the_test_cannot_call_is_inconclusive_not_a_pass():
+    """Two widths x two seeds: 1 degree of freedom, where Holm over a family needs t in the
+    hundreds, so nothing is robust. A slope twice the tolerance out leaves the width check
+    undecided; one just outside the band, or a depth check (undecided_beyond None), does not."""
+    df = table({"sp": {"conv": (0.0, 0.9), "ssm_state": (0.0, 0.1)}}, seeds=(0, 1),
+               seed_spread=0.3)
+    two = slopes(df[df.width.isin([64, 128])])
+    v = verdicts(two, tol=0.2, undecided_beyond=0.2)
+    assert v.verdict.item() == "INCONCLUSIVE" and v.robust.item() == 0
+    assert v.undecided.item() == 2 and v.largest.item().startswith("ΔL0.conv")  # t1 and t2
+    assert verdicts(two, tol=0.2).verdict.item() == "PASS"  # no power rule: the old answer
+    near = table({"mup": {"conv": (0.0, 0.35)}}, seeds=(0, 1), seed_spread=0.3)
+    assert verdicts(slopes(near[near.width.isin([64, 128])]), tol=0.2,
+                    undecided_beyond=0.2).verdict.item() == "PASS"
+    assert strict_failures(v) == ["sp is INCONCLUSIVE"]
+    text = verdict_text(judge(two, 0.2), v, 2, 0.2)
+    assert "INCONCLUSIVE: no violation, but a slope lies outside ±0.2 by more than 0.2" in text
+
+
+def test_sp_checked_at_two_small_widths_and_two_seeds_is_not_a_pass(tmp_path, capsys):
+    """The user's path, a quick first try: `coord-check` of sp at widths 16 and 32, seeds 0
+    and 1 (before: PASS, 0 robust and 22 borderline slopes of 98, some 1.4 outside)."""
+    argv = ["coord-check", "--widths", "16", "32", "--n-layer", "1", "--param", "sp",
+            "--steps", "2", "--seeds", "0", "1", "--batch-size", "2", "--seq-len", "16",
+            "--model", "d_state=4", "--out", str(tmp_path / "cc")]
+    assert main(argv + ["--strict"]) == 1
+    out = capsys.readouterr()
+    assert "sp is INCONCLUSIVE" in out.err
+    row = pd.read_parquet(tmp_path / "cc" / "verdicts.parquet").iloc[0]
+    assert row["verdict"] == "INCONCLUSIVE" and row["undecided"] > 0
+
+
 def test_a_correct_mamba_checked_at_two_widths_does_not_fail(tmp_path):
     """The user's path: `mutransfer check --coord-only` on the built-in mup_ssm Mamba at two
     widths (before: FAIL, '... grows as width^+0.28 (± 0.00)', for a correct model)."""
@@ -383,7 +415,7 @@ def test_the_python_entry_point_measures_and_judges_a_width_check():
 
     r = coord_check(CoordSettings(widths=[16, 32], n_layer=1, **TINY))
     assert set(r.coord.width) == {16, 32} and set(r.coord.n_layer) == {1}
-    assert r.verdict("sp") in ("PASS", "FAIL") and r.settings.axis == "width"
+    assert r.verdict("sp") in ("PASS", "FAIL", "INCONCLUSIVE") and r.settings.axis == "width"
     assert {"p", "p_holm", "df", "status"} <= set(r.slopes.columns)
     assert "against log2 width" in r.text()
 

@@ -75,8 +75,8 @@ def add_arguments(p, name: str) -> None:
                    "tolerance counts when its Holm-adjusted t-test p is at most this "
                    "(default: %(default)s)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 when a feature-learning parameterization fails or sp passes "
-                   "(default: off)")
+                   help="exit 1 when a feature-learning parameterization fails, sp passes, or "
+                   "either is inconclusive (default: off)")
 
 
 def _parse_overrides(items: list[str]) -> dict:
