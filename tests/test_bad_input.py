@@ -76,6 +76,15 @@ BAD_FILES = [
     ("axes is a list", sweep(axes=["lr"]), "axes"),
     ("parameterization axis is one word", sweep({"parameterization": "mup"}),
      "axes.parameterization"),
+    # each ran as one cell before, with nothing said (seed: [0, 0, 1] gave two seeds)
+    ("a seed twice", sweep({"seed": [0, 0, 1]}), "axes.seed[1]: 0 repeats axes.seed[0]"),
+    ("a width twice", sweep({"width": [16, 32, 32]}), "axes.width[2]: 32 repeats"),
+    ("an LR twice, once as text", sweep({"lr": [0.001, "1e-3"]}), "axes.lr[1]: 0.001 repeats"),
+    ("a step count twice as int and float", sweep({"train.steps": [10, 10.0]}),
+     "axes.train.steps[1]: 10.0 repeats axes.train.steps[0]"),
+    # a traceback before (AttributeError: 'str' object has no attribute 'get')
+    ("param sections given as names", sweep({"param": ["sp", "mup"]}),
+     "axes.param[0]: 'sp' is not a param section"),
     ("negative steps", with_train(steps=-5), "train.steps"),
     ("no layers", with_model(n_layer=0), "model.n_layer"),
     ("base_width is text", with_model(base_width="x"), "model.base_width"),

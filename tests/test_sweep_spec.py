@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -250,9 +249,11 @@ def test_trial_id_changes_with_anything_that_changes_the_config():
         assert plan_of(sweep(axes)).cells[0].trial_id != base
 
 
-def test_repeated_values_are_one_trial():
-    plan = plan_of(sweep({"lr": [0.01, 0.01, 1e-2]}))
-    assert len(plan.cells) == 1 and math.isclose(plan.cells[0].columns["lr"], 0.01)
+def test_a_value_repeated_in_an_axis_is_refused_not_run_once():
+    """Before, [0.01, 0.01, 1e-2] ran one trial with nothing said (seed: [0, 0, 1]: two
+    seeds where three were written)."""
+    with pytest.raises(UserError, match=r"axes.lr\[1\]: 0.01 repeats axes.lr\[0\]"):
+        plan_of(sweep({"lr": [0.01, 0.01, 1e-2]}))
 
 
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[1].glob("sweeps/*.yaml")),

@@ -92,7 +92,43 @@ def _parse_axis(name: str, values: Any) -> Axis:
         for i, v in enumerate(values):
             if not isinstance(v, int) or isinstance(v, bool):
                 raise UserError(f"axes.{name}[{i}]: {v!r} is not an integer")
+    if path in SECTIONS[1:]:  # a whole section per value, replacing the file's
+        for i, v in enumerate(values):
+            if not isinstance(v, dict):
+                also = ("; parameterization names go in axes.parameterization"
+                        if path == "param" else "")
+                raise UserError(f"axes.{name}[{i}]: {v!r} is not a {path} section (a mapping, "
+                                f"e.g. {SECTION_EXAMPLE[path]}){also}")
+    _check_distinct(f"axes.{name}", values,
+                    " (more seeds: new seed numbers)" if path == "train.seed" else "")
     return Axis(name, path, values=tuple(values))
+
+
+SECTION_EXAMPLE = {"model": "{n_layer: 4}", "param": "{name: mup}", "train": "{steps: 100}",
+                   "data": "{kind: stdlib}"}
+
+
+def _check_distinct(where: str, values: list[Any], hint: str = "") -> None:
+    """Each value of an axis once: a repeated one ran as one cell (seed: [0, 0, 1] gave two
+    seeds, not three) with nothing said. Numbers compare by value (10 and 10.0 are one)."""
+    seen: dict[str, int] = {}
+    for i, v in enumerate(values):
+        key = _canonical(v)
+        if key in seen:
+            raise UserError(f"{where}[{i}]: {v!r} repeats {where}[{seen[key]}]; give each "
+                            f"value once{hint}")
+        seen[key] = i
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_canonical(v)}" for k, v in sorted(
+            value.items(), key=lambda kv: str(kv[0]))) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(map(_canonical, value)) + "]"
+    return repr(value)
 
 
 def _parse_lr(name: str, values: Any) -> dict[str, LRChoice]:
@@ -135,6 +171,7 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
     if not values:
         raise UserError(f"axes.{where}: empty list; give at least one LR")
     lrs = tuple(_positive(f"axes.{where}[{i}]", v) for i, v in enumerate(values))
+    _check_distinct(f"axes.{where}", list(lrs))
     return LRChoice(lrs, math.log2(min(lrs)), math.log2(max(lrs)))
 
 
