@@ -186,6 +186,28 @@ def test_check_refuses_an_output_its_transfer_stage_could_not_write_before_anyth
     assert sorted(str(p) for p in tmp_path.rglob("*")) == sorted([*before, str(path)])
 
 
+
+def test_coord_only_into_a_folder_holding_a_full_check_is_refused(tmp_path, capsys,
+                                                                   monkeypatch, nothing_runs):
+    """Before: `check --coord-only` replaced the full check's verdict.json and report.html
+    (PASS with its drift) by the coordinate stage's INCONCLUSIVE. A coordinate-only verdict
+    there (rounds 0) may be replaced."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "c.yaml", check_doc(storage="out"))
+    (tmp_path / "out").mkdir()
+    full = {"name": "small_check", "verdict": "PASS", "rounds": 2, "drift": 0.05}
+    (tmp_path / "out" / "verdict.json").write_text(json.dumps(full))
+    one_line_error(capsys, main(["check", "c.yaml", "--coord-only"]),
+                   "c.yaml: storage out: holds a full check (verdict PASS); --coord-only "
+                   "would replace it: give another --out")
+    assert not nothing_runs
+    assert json.loads((tmp_path / "out" / "verdict.json").read_text()) == full
+    coord_only = {**full, "verdict": "INCONCLUSIVE", "rounds": 0, "drift": None}
+    (tmp_path / "out" / "verdict.json").write_text(json.dumps(coord_only))
+    assert main(["check", "c.yaml", "--coord-only"]) == 0 and nothing_runs
+
 # -- train ----------------------------------------------------------------------------------------
 
 @pytest.fixture

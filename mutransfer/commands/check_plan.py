@@ -6,6 +6,7 @@ first (commands/check.py); `validate`, `prepare` and `doctor` run it on a check 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,10 +129,23 @@ def checked(file: str, out: str | None = None, budget: str | None = None,
         raise UserError(f"{file}: {why}")
     c = Checked(file, spec, spec.out, parsed, configs, lr)
     if coord_only:
+        _keep_full_verdict(spec.out, f"{option} {out if out is not None else spec.out}")
         return c
     c.plan = transfer_plan(spec, file, max_cells)
     _first_round(c)
     return c
+
+
+def _keep_full_verdict(out: Path, where: str) -> None:
+    """`--coord-only` writes verdict.json and report.html: into a folder whose verdict has a
+    transfer stage it would replace that answer with an INCONCLUSIVE (before: silently)."""
+    try:
+        record = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or not ours to read: nothing to keep
+        return
+    if isinstance(record, dict) and record.get("rounds"):
+        raise UserError(f"{where}: holds a full check (verdict {record.get('verdict')}); "
+                        "--coord-only would replace it: give another --out")
 
 
 def _check_store(out: Path, where: str) -> None:
