@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -22,3 +23,19 @@ def missing_folders(path: Path) -> list[Path]:
         missing.append(path)
         path = path.parent
     return missing
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` cannot be made (or is not) a folder that takes new files, or None: the
+    nearest part of it that exists must be a folder a file can be created in (tried with a
+    temporary file: permission bits do not tell for root, nor for a read-only mount).
+    Nothing is left behind."""
+    existing = nearest_existing(path)
+    if not existing.is_dir():
+        return "is a file" if existing == path else f"{existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".mutransfer-probe-"):
+            pass
+    except OSError as exc:
+        return f"cannot write in {existing} ({exc.strerror or exc})"
+    return None

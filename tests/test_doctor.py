@@ -145,3 +145,9 @@ def test_a_token_cache_the_sweep_could_not_write_is_a_problem_not_ready(tmp_path
                            "data there before the first trial)")
     assert main(["sweep", str(sweep), "--storage", str(tmp_path / "store")]) == 2  # as doctor said
     assert "token cache" in capsys.readouterr().err
+    # validate and a dry run say so too (before: "ok, 1 cells" and the cost table)
+    assert main(["validate", str(sweep)]) == 2
+    assert capsys.readouterr().err.strip() == err[0]
+    assert main(["sweep", str(sweep), "--dry-run", "--storage", str(tmp_path / "store")]) == 0
+    assert f"note: {err[0][len('error: '):]} (a run would stop here" in capsys.readouterr().out
+    assert not (tmp_path / "store").exists()

@@ -211,11 +211,9 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
 
 def sweep_file(r: Report, path: str) -> None:
     from mutransfer.commands.check_spec import is_check_file
-    from mutransfer.commands.outputs import check_output_dir
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
     from mutransfer.data.config import DataConfig
-    from mutransfer.errors import UserError
     from mutransfer.sweep.run.driver import prepare
 
     kind = _or_fail(r, "", lambda: "check" if is_check_file(path) else "sweep")
@@ -233,14 +231,9 @@ def sweep_file(r: Report, path: str) -> None:
         if open_cache(ref) is not None:
             r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): prepared ({ref.path})")
             continue
-        try:  # the sweep would write it there first, and refuse a folder that takes no file
-            check_output_dir(ref.root, "token cache")
-        except UserError as exc:
-            r.fail(f"{path}: {exc}; set data.cache_dir to a writable folder (the sweep "
-                   f"tokenizes its data there before the first trial)")
-        else:
-            r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
-                 f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")
+        # a folder that takes no file was refused with the plan (data/preflight.py)
+        r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
+             f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")
 
 
 def _check_plan(path: str):

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from mutransfer.errors import UserError
-from mutransfer.paths import nearest_existing
+from mutransfer.paths import folder_problem
 
 
 def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
@@ -26,7 +26,9 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
     except OSError as exc:  # e.g. a name too long to look at
         raise UserError(f"{option} {path}: cannot write this file "
                         f"({exc.strerror or exc})") from None
-    _probe(folder, option, path)
+    problem = folder_problem(folder)
+    if problem:
+        raise UserError(f"{option} {path}: {problem}")
     _probe_file(p, option, path)
 
 
@@ -52,23 +54,9 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
     exists is a folder and writable. Nothing is created."""
     if not os.fspath(path):  # Path("") is ".": the current folder, not what was meant
         raise UserError(f"{option} '': an empty folder name")
-    p = Path(path).expanduser().absolute()
-    existing = nearest_existing(p)
-    if not existing.is_dir():
-        what = "is a file" if existing == p else f"{existing} is a file, not a folder"
-        raise UserError(f"{option} {path}: {what}")
-    _probe(existing, option, path)
-
-
-def _probe(folder: Path, option: str, path: str | os.PathLike) -> None:
-    """Create and remove a temporary file in `folder` (permission bits do not tell for root,
-    nor for a read-only mount)."""
-    try:
-        with tempfile.TemporaryFile(dir=folder, prefix=".mutransfer-probe-"):
-            pass
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot write in {folder} "
-                        f"({exc.strerror or exc})") from None
+    problem = folder_problem(Path(path).expanduser().absolute())
+    if problem:
+        raise UserError(f"{option} {path}: {problem}")
 
 
 def write_result(path: str | os.PathLike, text: str, option: str = "--out") -> None:

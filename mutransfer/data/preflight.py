@@ -15,6 +15,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.loader import load_data
 from mutransfer.data.prepare import prepare_cache
 from mutransfer.errors import UserError
+from mutransfer.paths import folder_problem
 
 
 def check_batches(data: DataConfig, shapes: list[tuple[int, int]]) -> None:
@@ -30,6 +31,23 @@ def check_batches(data: DataConfig, shapes: list[tuple[int, int]]) -> None:
                     raise UserError(f"the {split} split gives {name} of shape "
                                     f"{tuple(tensor.shape)}, not batch_size x seq_len = "
                                     f"({batch_size}, {seq_len})")
+
+
+def check_cache_folders(datas: list[dict[str, Any]]) -> None:
+    """Each text source whose token cache is not prepared yet has a cache folder the sweep
+    can write it into (before: validate and --dry-run said ok, the sweep refused). Nothing
+    is created."""
+    from mutransfer.data.cached import CACHED_SOURCES  # imports torch (see prepare_caches)
+
+    for raw in datas:
+        cfg = DataConfig.model_validate(raw)
+        if cfg.source not in CACHED_SOURCES:
+            continue
+        ref = locate(cfg)
+        if open_cache(ref) is None and (problem := folder_problem(ref.root)):
+            raise UserError(f"token cache {ref.root}: {problem}; set data.cache_dir to a "
+                            "writable folder (the sweep tokenizes its data there before the "
+                            "first trial)")
 
 
 def shapes_by_data(configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list]]:

@@ -23,7 +23,12 @@ import yaml
 
 from mutransfer.configbase import validate
 from mutransfer.data.config import DataConfig
-from mutransfer.data.preflight import check_batches, prepare_caches, shapes_by_data
+from mutransfer.data.preflight import (
+    check_batches,
+    check_cache_folders,
+    prepare_caches,
+    shapes_by_data,
+)
 from mutransfer.errors import DataMissing, UserError, format_validation_error
 from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
@@ -229,7 +234,8 @@ def _load(spec: SpecLike) -> tuple[SweepSpec, str, str]:
 def check_data_present(plan: Plan) -> None:
     """Open each distinct data source once on the driver and draw a batch of each split in
     each shape its trials use: a missing dataset, or one too small for a batch, is reported
-    before Ray starts (the data layer's error says where the files should be)."""
+    before Ray starts (the data layer's error says where the files should be); and each token
+    cache not prepared yet has a folder the run can write it into."""
     configs = [u.config for u in (plan.groups if plan.adaptive else plan.cells)]
     for data, shapes in shapes_by_data(configs):
         try:
@@ -243,6 +249,10 @@ def check_data_present(plan: Plan) -> None:
                     f"file) or change data.path") if missing and path else ""
             error = DataMissing if missing else UserError  # a caller may add hints of its own
             raise error(f"{plan.source}: data: {exc}{hint}") from None
+    try:  # after the batches: a missing file is named as missing first
+        check_cache_folders(plan.data_configs())
+    except UserError as exc:
+        raise UserError(f"{plan.source}: {exc}") from None
 
 
 def prepare_data(plan: Plan, out: TextIO | None = None) -> list[str]:
