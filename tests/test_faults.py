@@ -176,8 +176,10 @@ def started_by(token: str) -> list[int]:
 
 
 def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_path, ray_local):
-    """Ctrl-C: the sweep stops, says how many of its cells are done, and does not run the
-    analysis (or rewrite plots) on a partial grid; exit 130. The next run finishes it."""
+    """Ctrl-C, or SIGTERM (a batch system's time limit), which stops the run through the same
+    handler: the sweep stops, says how many of its cells are done, releases its lease, and
+    does not run the analysis (or rewrite plots) on a partial grid; exit 130. The next run
+    finishes it. (SIGTERM before: Ray's C++ stack dump, an abort, exit 134.)"""
     steps = 100
     path = write_sweep(tmp_path, "stop", {"width": [16, 32], "lr": [0.001, 0.003, 0.01]},
                        steps=steps)
@@ -188,7 +190,7 @@ def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_pa
     try:
         wait_until(lambda: list((results / "trials").glob("*.parquet")), proc, 300,
                    "a trial finished")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 130, log.read_text()
     finally:
         kill_session(proc)
@@ -196,6 +198,7 @@ def test_an_interrupted_sweep_says_how_far_it_got_and_leaves_the_analysis(tmp_pa
     done = len(read_tables(results).trials)
     assert 1 <= done < 6, out
     assert f"interrupted: {done} of 6 done" in out, out
+    assert "SIGTERM received" not in out and not (results / "driver.lease").exists(), out
     assert "ran " not in out and not (results / "analysis").exists(), out
     rc, out = sweep(path)  # the next run, in this process
     assert rc == 0, out

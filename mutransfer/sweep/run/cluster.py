@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -194,10 +196,35 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
     logging.getLogger("ray").setLevel(logging.ERROR)
     logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # failures: printed by the sweep
     try:
-        yield capacity(ray)
+        with terminate_as_interrupt():
+            yield capacity(ray)
     finally:
         if owned:
             ray.shutdown()
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a batch system's time limit, `kill`) stops the run as Ctrl-C does: through
+    the SIGINT handler of the moment (Tune's, which ends the trials and keeps what finished;
+    else Python's KeyboardInterrupt), so the sweep says how far it got and releases its
+    lease. Before, Ray's own handler printed a C++ stack dump and aborted the driver (exit
+    134). Installed after Ray started (it sets its own at init), in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_terminate(signum: int, frame) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # SIG_IGN or SIG_DFL set by someone else
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    before = signal.signal(signal.SIGTERM, on_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def check_running(ray, address: str | None, num_cpus: int | None,
