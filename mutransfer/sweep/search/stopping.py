@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mutransfer.analysis_defaults import FIT_WINDOW
+from mutransfer.config import TrainConfig  # downward: a run's length in steps
 from mutransfer.results.store import Store
 from mutransfer.sweep.plan.cells import Cell
 from mutransfer.sweep.search.families import families_of
@@ -91,7 +92,7 @@ def stop_contexts(cells: list[Cell], protect_octaves: float, safety: float
                   ) -> dict[str, StopContext]:
     """The context of every cell (the grid's families, as the transfer search splits them)."""
     options = StopOptions(protect_octaves, safety)
-    steps = {c.trial_id: int(c.config["train"]["steps"]) for c in cells}
+    steps = {c.trial_id: last_step(c) for c in cells}
     out: dict[str, StopContext] = {}
     for fam in families_of(cells):
         x = [math.log2(lr) for lr in fam.lrs]
@@ -102,6 +103,12 @@ def stop_contexts(cells: list[Cell], protect_octaves: float, safety: float
             others = {t: v for t, v in where.items() if v[0] != w}
             out[tid] = StopContext(xi, steps[tid], peers, others, options)
     return out
+
+
+def last_step(cell: Cell) -> int:
+    """The step of a cell's last eval point: its run's length in steps, which `train.tokens`
+    sets where given (`train.steps` is then not what runs; TrainConfig.total_steps)."""
+    return TrainConfig.model_construct(**cell.config["train"]).total_steps
 
 
 def read_curves(store: Store, ids: set[str]) -> dict[str, dict[int, float]]:

@@ -4,6 +4,7 @@ LRs Optuna's TPE sampler proposes in the group's LR range (Tune's side: studies.
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from mutransfer.sweep.plan.cells import Cell, Group, Plan
@@ -86,7 +87,23 @@ def _group_of(row: dict[str, Any]) -> str:
         return ""
 
 
+# how far (in log2) an LR may sit outside a group's range and still be its end: 2^log2(lr) is
+# not always lr (2^log2(1e-4) = 1.0000000000000005e-4), so a stored trial at the range's own
+# end LR would otherwise fall outside it
+LOG2_SLACK = 1e-9
+
+
 def _warm_points(rows: list[dict[str, Any]], g: Group) -> list[tuple[float, float]]:
-    """Stored trials of a group within its LR range: the study starts from what is known."""
+    """Stored trials of a group within its LR range: the study starts from what is known.
+    An LR at an end of the range (up to float rounding) counts, moved onto the end the
+    study's space holds (Optuna refuses a point outside its distribution)."""
     lo, hi = 2.0 ** g.log2_lo, 2.0 ** g.log2_hi
-    return [(float(r["lr"]), objective(r)) for r in rows if lo <= float(r["lr"]) <= hi]
+    out = []
+    for r in rows:
+        lr = float(r["lr"])
+        if not (lr > 0 and math.isfinite(lr)):
+            continue
+        x = math.log2(lr)
+        if g.log2_lo - LOG2_SLACK <= x <= g.log2_hi + LOG2_SLACK:
+            out.append((min(max(lr, lo), hi), objective(r)))
+    return out

@@ -451,14 +451,25 @@ def family_done(fam: Family, plans: list[WidthPlan]) -> bool:
     return len(plans) == len(fam.widths) and all(p.settled and not p.to_finish for p in plans)
 
 
+def walk_start_count(fam: Family) -> int:
+    """LRs the walk starts with (scan_start): the grid's middle and a step either side."""
+    return len(scan_start(len(fam.lrs), scan_steps(fam.log2_lrs)))
+
+
 def least_cells(fam: Family, options: Search, per_width: int | None = None) -> int:
     """The fewest cells the search can run in this family: the full grid at its `full_widths`
-    smallest widths, the walk's three first LRs or one first window at each other width (a
-    perfect prediction). With `per_width`, that many LRs at each other width instead."""
+    smallest widths, the walk's first LRs (at most three) at the smallest other width, and one
+    first window at each wider one, or the walk's first LRs where that is fewer (a width
+    below which nothing trained has nothing to predict from: it walks). With `per_width`,
+    that many LRs at each width past the full ones instead (the typical count)."""
     n_full = min(options.full_widths, len(fam.widths))
     rest = len(fam.widths) - n_full
-    per = min(per_width or options.window, len(fam.lrs))
-    return len(fam.seeds) * (n_full * len(fam.lrs) + rest * per)
+    if per_width is not None:
+        return len(fam.seeds) * (n_full * len(fam.lrs) + rest * min(per_width, len(fam.lrs)))
+    walk = walk_start_count(fam)
+    per = min(options.window, len(fam.lrs), walk)
+    first = walk if n_full == 0 else per
+    return len(fam.seeds) * (n_full * len(fam.lrs) + (first + (rest - 1) * per if rest else 0))
 
 
 def settle_count(fam: Family, options: Search) -> int:
@@ -471,7 +482,7 @@ def settle_count(fam: Family, options: Search) -> int:
     for side in (-1, 1):
         near = np.flatnonzero((d * side > 0) & (np.abs(d) < fit_half_width(fam)))
         chosen[near[np.argsort(np.abs(d[near]))][:MIN_SIDE]] = True
-    return max(options.window, int(chosen.sum()))
+    return min(len(x), max(options.window, int(chosen.sum())))
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
@@ -626,8 +637,10 @@ def describe(fam: Family, p: WidthPlan, event: str) -> str:
     """A line for the sweep's log: a width opening its window, or settling."""
     head = f"{fam.label} width {p.width}"
     if event == "settled":
-        ran = int(p.stats.done.sum())
-        return f"{head}: lr* {fmt_log2(p.log2_opt)} from {ran} of {len(fam.lrs)} LRs"
+        ran, usable = int(p.stats.done.sum()), int(p.stats.usable.sum())
+        left = (f" ({ran - usable} of them diverged or stopped early: not in the fit)"
+                if usable < ran else "")
+        return f"{head}: lr* {fmt_log2(p.log2_opt)} from {ran} of {len(fam.lrs)} LRs{left}"
     if p.full:
         return f"{head}: full grid of {len(fam.lrs)} LRs"
     pred = p.prediction

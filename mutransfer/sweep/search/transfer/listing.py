@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from mutransfer.sweep.plan.listing import fmt_value, table
 from mutransfer.sweep.search.transfer.decisions import (
     Family,
     TransferSearch,
     WidthPlan,
     fmt_log2,
+    lr_stats,
     settle_count,
     settle_radius,
 )
@@ -35,10 +38,16 @@ def transfer_summary(search: TransferSearch) -> str:
     seeds = (f"; beyond each wider width's first LRs one seed, the others only where they could "
              f"move lr* by more than {opts.seed_tolerance:g} octave"
              if opts.seed_tolerance is not None else "")
-    start = (f"all {lrs} LRs at width {', '.join(map(str, full))}, then " if full else
-             "a walk from the grid's middle at the smallest width, then ")
-    return (f"transfer search over {most} cells: runs at least {least} ({start}a window of "
-            f"{opts.window} at each of the {rest if full else rest - 1} wider widths), about "
+    wider = rest if full else rest - 1
+    start = (f"all {lrs} LRs at width {', '.join(map(str, full))}" if full else
+             "a walk from the grid's middle at the smallest width")
+    # the window holds at most the grid's LRs; a width below which nothing trained walks
+    # (three LRs first), so a window of more than that is not what runs at least
+    window = min(opts.window, n_lrs[-1])
+    if wider > 0:
+        start += f", then a window of {window} at each of the {wider} wider widths" + \
+            ("; a walk's 3 where nothing trained below" if window > 3 else "")
+    return (f"transfer search over {most} cells: runs at least {least} ({start}), about "
             f"{typical} when each optimum is inside the grid (about {per} LRs a width: every "
             f"LR within {settle_radius(opts):.2f} octaves), at most {most}{probe}{seeds}")
 
@@ -51,8 +60,10 @@ def transfer_listing(search: TransferSearch) -> str:
         fam = search.families[i]
         for j, width in enumerate(fam.widths):
             row: dict[str, Any] = {"family": fam.label, "width": width}
-            if j >= len(plans):
-                row.update({"LRs": f"window of {search.options.window}", "LRs done": 0,
+            if j >= len(plans):  # not reached: what an earlier run left there still counts
+                done = int(lr_stats(fam, width, search.results).done.sum())
+                row.update({"LRs": f"window of {min(search.options.window, len(fam.lrs))}",
+                            "LRs done": done,
                             "to run now": 0, "lr*": "", "state": "waits for narrower widths"})
             else:
                 row.update(width_row(fam, plans[j], now))
@@ -65,7 +76,10 @@ def width_row(fam: Family, p: WidthPlan, now: set[str]) -> dict[str, Any]:
     if p.full:
         lrs = f"all {len(fam.lrs)}"
     else:
-        extra = len(p.wanted - set(range(lo, hi + 1)))
+        # beyond the first window: what runs now and what ran (a plan's `wanted` holds only
+        # the LRs still asked for on top of the window, none once the width has settled)
+        ran = set(np.flatnonzero(p.stats.done).tolist())
+        extra = len((p.wanted | ran) - set(range(lo, hi + 1)))
         lrs = f"{fmt_value(fam.lrs[lo])}..{fmt_value(fam.lrs[hi])}" + \
             (f" +{extra} widened" if extra else "")
     state = ("settled" if not p.to_finish else "probing") if p.settled else "searching"

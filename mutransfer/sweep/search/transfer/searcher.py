@@ -34,7 +34,10 @@ class TransferSearcher(OwnedSearcher):
 
     def unit_complete(self, cell: str, trial_id: str, result: dict | None,
                       error: bool) -> None:
-        if error or not result:
+        # a trial that failed for good (a UserError: recorded by the trial itself, which
+        # returns normally) is a failure, as the store and the offline replay count it, not a
+        # cell that ran without a loss
+        if error or not result or result.get("status") == "failed":
             self.search.fail(cell)
         else:
             self.search.finish(cell, Outcome.of_row(result))
