@@ -106,6 +106,9 @@ def test_a_grid_with_stop_stores_stopped_trials_and_a_rerun_runs_nothing(tmp_pat
     assert set(trials["status"]) <= {"complete", "diverged", "stopped"}
     stopped = trials[trials["status"] == "stopped"]
     assert len(stopped) >= 1 and (stopped["steps_done"] < 12).all()
+    # the run's count says so (before: every stopped trial was counted complete)
+    done = (trials["status"] == "complete").sum()
+    assert f"{done} complete, 0 diverged, {len(stopped)} stopped early, 0 failed" in out, out
     # only LRs far below the best stop. Which width they stop at follows the order trials
     # finish in: usually only 32 (the smallest width has no allowance until another width's
     # curves are complete), but under load a width-16 trial may start after them (seen in CI)

@@ -36,6 +36,15 @@ def test_counts_and_eta_follow_the_trials():
     assert "elapsed 20s" in line and "eta 22s" in line
 
 
+def test_a_trial_stopped_early_is_finished_and_counted_apart_from_the_complete_ones():
+    p = Progress(3, out=io.StringIO(), tty=False, every_s=0, clock=Clock())
+    for key, status in (("a", "complete"), ("b", "stopped")):
+        p.started(key)
+        p.finished(key, status)
+    assert (p.complete, p.stopped, p.finished_count) == (1, 1, 2)
+    assert p.line().startswith("[2/3] done 1  running 0  diverged 0  stopped 1  failed 0")
+
+
 def test_a_retried_trial_is_not_counted_twice():
     p = Progress(1, out=io.StringIO(), tty=False)
     p.started("a")

@@ -88,7 +88,8 @@ def run_sweep(args: SweepArgs) -> int:
     from mutransfer.sweep.run.progress import fmt_duration
 
     print(f"ran {result.to_run} trials in {fmt_duration(result.elapsed_s)}: "
-          f"{result.complete} complete, {result.diverged} diverged, {result.failed} "
+          f"{result.complete} complete, {result.diverged} diverged, "
+          f"{f'{result.stopped} stopped early, ' if result.stopped else ''}{result.failed} "
           f"failed", file=out)
     out.flush()
     print_summary(result.storage, out, analysis=args.analysis)

@@ -38,7 +38,8 @@ class TuneProgress(Callback):
             self.progress.message(f"trial {_describe(trial, self.units)} failed (not retried: "
                                   f"bad config or data): {result.get('error')}")
             return
-        self.progress.finished(trial.trial_id, "diverged" if status == "diverged" else "complete")
+        self.progress.finished(trial.trial_id, status if status in ("diverged", "stopped")
+                               else "complete")
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.progress.retrying(trial.trial_id)

@@ -62,6 +62,7 @@ class SweepResult:
     complete: int = 0
     diverged: int = 0
     failed: int = 0  # failed for good (after the retries); a re-run tries them again
+    stopped: int = 0  # ended early by the search's stopping rule (search.stop): stored
     unfinished: int = 0  # neither finished nor failed: the run was stopped (Ctrl-C)
     remaining: int = 0  # trials of the plan still to run after this run
     elapsed_s: float = 0.0
@@ -284,7 +285,8 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
     left = plan_work(plan, store.scan(repair=False)).n_trials
     return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
                        complete=outcome.complete, diverged=outcome.diverged,
-                       failed=outcome.failed, unfinished=outcome.unfinished, remaining=left,
+                       stopped=outcome.stopped, failed=outcome.failed,
+                       unfinished=outcome.unfinished, remaining=left,
                        elapsed_s=outcome.elapsed_s)
 
 

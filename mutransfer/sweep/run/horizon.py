@@ -164,6 +164,7 @@ def run_phases(plan: Plan, store: Store, work: Work, options: Any,
             total.complete += outcome.complete
             total.diverged += outcome.diverged
             total.failed += outcome.failed
+            total.stopped += outcome.stopped
             total.elapsed_s += outcome.elapsed_s
         if outcome.unfinished:
             break

@@ -30,6 +30,7 @@ class Progress:
         self.clock = clock
         self.start = clock()
         self.running = self.complete = self.diverged = self.failed = 0
+        self.stopped = 0  # ended early by the search's stopping rule (search.stop)
         self.max_running = 0
         self.durations: list[float] = []
         self._started: dict[str, float] = {}
@@ -53,7 +54,8 @@ class Progress:
         self.refresh()
 
     def finished(self, key: str, status: str) -> None:
-        """status: complete, diverged or failed (a trial that ran out of retries)."""
+        """status: complete, diverged, stopped (early, by the search's stopping rule) or failed
+        (a trial that ran out of retries)."""
         begun = self._started.pop(key, None)
         if begun is not None:
             self.running -= 1
@@ -61,6 +63,8 @@ class Progress:
                 self.durations.append(self.clock() - begun)
         if status == "diverged":
             self.diverged += 1
+        elif status == "stopped":
+            self.stopped += 1
         elif status == "failed":
             self.failed += 1
         else:
@@ -76,7 +80,7 @@ class Progress:
     # -- text --------------------------------------------------------------------------------
     @property
     def finished_count(self) -> int:
-        return self.complete + self.diverged + self.failed
+        return self.complete + self.diverged + self.stopped + self.failed
 
     def eta_s(self) -> float | None:
         """Remaining trials x mean trial time / trials at once; None until one has finished."""
@@ -100,7 +104,8 @@ class Progress:
         total = str(self.total) if self.total is not None else f"~{self.target}"
         width = len(str(self.target))
         return (f"[{self.finished_count:>{width}}/{total}] done {self.complete}  "
-                f"running {self.running}  diverged {self.diverged}  failed {self.failed}  "
+                f"running {self.running}  diverged {self.diverged}  "
+                f"{f'stopped {self.stopped}  ' if self.stopped else ''}failed {self.failed}  "
                 f"| elapsed {fmt_duration(self.clock() - self.start)}  "
                 f"eta {fmt_duration(eta) if eta is not None else '?'}")
 

@@ -52,12 +52,13 @@ class RunOutcome:
     complete: int = 0
     diverged: int = 0
     failed: int = 0
+    stopped: int = 0  # ended early by the search's stopping rule: finished, not complete
     elapsed_s: float = 0.0
 
     @property
     def unfinished(self) -> int:
         """Trials that neither finished nor failed: the run was stopped (Ctrl-C)."""
-        return max(0, self.to_run - self.complete - self.diverged - self.failed)
+        return max(0, self.to_run - self.complete - self.diverged - self.stopped - self.failed)
 
 
 def units_of(plan: Plan, work: Work) -> dict[str, TrialUnit]:
@@ -122,12 +123,13 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
         finally:
             progress.close()
     outcome.complete, outcome.diverged = progress.complete, progress.diverged
-    outcome.failed = progress.failed
+    outcome.failed, outcome.stopped = progress.failed, progress.stopped
     if not plan.adaptive:  # the store is the truth (a stop can skip Tune's callbacks)
         done = store.scan(repair=False).complete
         rows = [done[c.trial_id] for c in work.cells if c.trial_id in done]
         outcome.diverged = sum(1 for r in rows if r.get("status") == "diverged")
-        outcome.complete = len(rows) - outcome.diverged
+        outcome.stopped = sum(1 for r in rows if r.get("status") == "stopped")
+        outcome.complete = len(rows) - outcome.diverged - outcome.stopped
     if work.state is not None:  # known now: what the search started, and what it still wants
         outcome.to_run = work.state.started_count() + len(work.state.to_run())
     outcome.elapsed_s = time.monotonic() - start
