@@ -116,8 +116,12 @@ def load_tables(results_dir: str | Path, tables: Tables | None = None) -> Tables
             raise UserError(f"results folder not found: {root}")
         tables = store.tables()
     if tables.trials.empty:
+        started = _running_ids(root)
+        running = (f"; {len(started)} trials started and none finished yet (their steps are "
+                   "in running/): the sweep is running, or was stopped before a trial "
+                   "finished (run it again to resume)") if started else ""
         raise UserError(f"no trials in {root} (expected {root}/trials/part-*.parquet): "
-                        "nothing to analyze")
+                        f"nothing to analyze{running}")
     return tables
 
 
@@ -166,14 +170,19 @@ UNFINISHED = ("{n} trials started and never finished (their steps are in running
               "(run it again to resume); these tables are of the {m} trials finished so far")
 
 
+def _running_ids(results_dir: str | Path) -> set[str]:
+    """The ids of the trials with steps in the store's running/ (started, maybe finished);
+    none when it cannot be read (tables given without a store, an unreachable location)."""
+    try:
+        return set(Store(str(results_dir).rstrip("/")).running_trial_ids())
+    except Exception:
+        return set()
+
+
 def unfinished_note(results_dir: str | Path, trials: pd.DataFrame) -> str:
     """A note when the store holds attempts that started and have no trial row (an interrupted
     or running sweep: its tables are partial); "" otherwise, or when it cannot be read."""
-    try:
-        started = Store(str(results_dir).rstrip("/")).running_trial_ids()
-    except Exception:  # tables given without a store, an unreachable location: no note
-        return ""
-    left = started - set(trials["trial_id"].astype(str))
+    left = _running_ids(results_dir) - set(trials["trial_id"].astype(str))
     return UNFINISHED.format(n=len(left), m=len(trials)) if left else ""
 
 
@@ -274,7 +283,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
     if prep.trials.empty:
         raise UserError(_nothing_left(results_dir, len(trials), prep))
     optima = group_optima(prep, fit_window)
-    lr_opt, cells = optimum_tables(optima, prep.group_cols, prep.stopped_lrs)
+    lr_opt, cells = optimum_tables(optima, prep.group_cols, prep.stopped_lrs,
+                                   None if choice.log else choice.step)
     fam = prep.family_cols
     stability = stability_table(cells, prep.group_cols, prep.trials)
     widths = sorted(int(w) for w in np.unique(prep.trials["width"]))

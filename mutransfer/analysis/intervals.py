@@ -69,6 +69,9 @@ class Spread:
                              # the seed offsets (0 with one seed)
     tau_var: float = 0.0     # var(log2 lr*) from the LRs' own effects (pointnoise.lack_of_fit)
     step: float = math.nan   # octaves between the window's LRs (median)
+    seed_units: bool = True  # model_var weighs the seeds' own scatter at each LR (octave^2 per
+                             # seed); False: per unit variance of a point (loss^-2 octave^2:
+                             # one seed at the window's LRs, nothing to read a scatter from)
 
     @property
     def n_seeds(self) -> int:
@@ -114,7 +117,7 @@ def group_spread(log2_lr: np.ndarray, seed_loss: np.ndarray, curve: np.ndarray,
     x_in = np.asarray(log2_lr, float)[inside]
     step = float(np.median(np.diff(x_in))) if len(x_in) > 1 else math.nan
     return Spread(dev, model_var, rss, scale, df_fit, df_points,
-                  tau_var if np.isfinite(tau_var) else 0.0, step)
+                  tau_var if np.isfinite(tau_var) else 0.0, step, has_var)
 
 
 def grid_sd(step: float) -> float:
@@ -131,6 +134,8 @@ class Noise:
     var: float       # of one point of one seed (loss^2): from the seeds, or the residuals
     df: int
     why: str = ""    # why there is none
+    seed_units: bool = True  # the Spread.model_var units `var` was pooled in: a group in the
+                             # other units has no standard error from it
 
     def stderr(self, spread: Spread) -> float:
         """The standard error of one group's log2 lr*, NaN where it has no fitted optimum:
@@ -143,6 +148,10 @@ class Noise:
         and the LRs' own effects). A drift across widths on one grid takes its placement
         term from elsewhere (analysis/drift.py): the widths share the grid."""
         if not self.source or not np.isfinite(spread.model_var):
+            return math.nan
+        if spread.seed_units != self.seed_units:
+            # var is a ratio to one unit of model_var and the group's is in the other (a width
+            # with one seed in a family whose others have several): 1e3-1e4 x too wide or narrow
             return math.nan
         if self.source in (SEEDS, POINTS):
             n = spread.n_seeds
@@ -159,6 +168,12 @@ class Noise:
 def family_noise(spreads: list[Spread]) -> Noise:
     """Pool the seeds' deviations of a family's widths (FIT: the residuals without replicates)."""
     fitted = [s for s in spreads if np.isfinite(s.model_var)]
+    # one unit of model_var per family: a group whose LRs have no seeds' scatter (one seed)
+    # weighs its points per unit variance, the others by their scatter; the noise is pooled in
+    # the units of the groups with seeds to compare, and gives the others no standard error
+    units = any(s.seed_units and np.isfinite(s.deviations).sum() > 1 for s in fitted) or \
+        (bool(fitted) and all(s.seed_units for s in fitted))
+    fitted = [s for s in fitted if s.seed_units == units]
     dev = [s.deviations[np.isfinite(s.deviations)] for s in fitted]
     dev = [d - d.mean() if len(d) else d for d in dev]  # ~0 already: every seed, every LR
     df = sum(max(len(d) - 1, 0) for d in dev)
@@ -166,16 +181,16 @@ def family_noise(spreads: list[Spread]) -> Noise:
         # each width's deviations in units of its own design's variance (points inside the
         # window, how far they reach on each side): the noise is pooled, not the precision
         ss = sum((d**2).sum() / s.model_var for d, s in zip(dev, fitted) if len(d))
-        return Noise(SEEDS, float(ss / df), df)
+        return Noise(SEEDS, float(ss / df), df, seed_units=units)
     df_points = sum(s.df_points for s in fitted)
     if df_points >= MIN_NOISE_DF:
         # too few seeds for their pulls: each LR's scatter, the model's variance of v
-        return Noise(POINTS, 1.0, df_points)
+        return Noise(POINTS, 1.0, df_points, seed_units=units)
     df_fit = sum(max(s.df_fit, 0) for s in fitted)
     if df_fit >= MIN_NOISE_DF and not any(len(d) > 1 for d in dev):
         rss = sum(s.rss for s in fitted if s.df_fit > 0)
         scale = sum(s.rss_scale for s in fitted if s.df_fit > 0)
-        return Noise(FIT, float(rss / scale), df_fit)
+        return Noise(FIT, float(rss / scale), df_fit, seed_units=units)
     if not fitted:
         return Noise("", math.nan, 0, "no width has a fitted optimum")
     if any(len(d) > 1 for d in dev):

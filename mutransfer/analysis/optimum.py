@@ -324,6 +324,9 @@ def interval_note(g: GroupOptimum) -> str:
                 "around the argmin, or the loss does not rise on both sides)")
     if not np.isfinite(g.spread.model_var):
         return "no interval: the LRs inside the window do not locate the optimum"
+    if g.noise.source and g.spread.seed_units != g.noise.seed_units:
+        return ("no interval: one seed at this width's LRs, so no scatter of its own, and the "
+                "family's noise is its other widths' seeds' scatter: add a seed here")
     return f"no interval: {g.noise.why}"
 
 
@@ -333,8 +336,10 @@ def stopped_mask(g: GroupOptimum, stopped: set[float]) -> np.ndarray:
     return ~g.stats.run[0] & np.isin(g.arrays.lrs, list(stopped))
 
 
-def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray) -> dict:
-    """One row of lr_opt; `was_stopped`: stopped_mask."""
+def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray,
+                step: float | None = None) -> dict:
+    """One row of lr_opt; `was_stopped`: stopped_mask; `step`: a linear target's grid step
+    (its one-LR shift is then said in the target's units, as its interval is; None: octaves)."""
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
     lo, hi = g.interval_log2()
@@ -344,7 +349,9 @@ def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray) -> di
         notes.append("one trained LR on a side of lr* inside its window, so the curve's rise "
                      "there rests on one point: extend the LR range or refine it")
     if np.isfinite(hi - lo) and g.one_lr_shift > (hi - lo) / 2:
-        notes.append(f"one LR moves lr* by {g.one_lr_shift:.2f} octave, more than the "
+        shift = f"{g.one_lr_shift:.2f} octave" if step is None else \
+            f"{g.one_lr_shift * step:.3g} (in its own units)"
+        notes.append(f"one LR moves lr* by {shift}, more than the "
                      "interval's half-width: refine the grid around lr*")
     if partial.any():
         notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial)}")
@@ -403,11 +410,12 @@ def cell_rows(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray) -> list
 
 
 def optimum_tables(optima: list[GroupOptimum], cols: list[str],
-                   stopped: Callable[[tuple], set[float]] | None = None
-                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   stopped: Callable[[tuple], set[float]] | None = None,
+                   step: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(lr_opt, cells) tables; `cols` are the group columns (family columns and width);
-    `stopped(key)`: a group's LRs stopped early (Prepared.stopped_lrs)."""
+    `stopped(key)`: a group's LRs stopped early (Prepared.stopped_lrs); `step`: a linear
+    target's grid step (optimum_row)."""
     masks = [stopped_mask(g, stopped(g.key) if stopped else set()) for g in optima]
-    lr_opt = pd.DataFrame([optimum_row(g, cols, m) for g, m in zip(optima, masks)])
+    lr_opt = pd.DataFrame([optimum_row(g, cols, m, step) for g, m in zip(optima, masks)])
     cells = pd.DataFrame([r for g, m in zip(optima, masks) for r in cell_rows(g, cols, m)])
     return lr_opt, cells

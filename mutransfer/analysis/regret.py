@@ -63,6 +63,13 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
     opt = lr_opt.sort_values(scale_col)
     w0 = int(opt[scale_col].iloc[0])
     lr0 = float(opt["lr_opt"].iloc[0])
+    side = str(opt["edge_side"].iloc[0]) if "edge_side" in opt else ""
+    # an optimum on the grid's edge is a bound, not lr*: the regret is of that LR (before, the
+    # table gave it without a word, as if the smallest width's optimum were known)
+    bound = (f"the lr* transferred is a bound on the grid's {side} edge, not an optimum: "
+             "this is the regret of that LR" if side in ("low", "high") else
+             "the lr* transferred rests on one trained LR: this is the regret of that LR"
+             if side == "only" else "")
     rows = []
     for width, wc in cells.groupby(scale_col, sort=True):
         best_lr, best_loss = _best(wc)
@@ -75,6 +82,7 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
             row.update(transfer_columns(wc, lr0))
             if row["transfer"] == "trained":
                 row["regret"] = row["loss_used"] - best_loss
+            row["note"] = "; ".join(filter(None, [bound, row["note"]]))
         rows.append(row)
     return rows
 

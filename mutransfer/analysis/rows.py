@@ -38,8 +38,10 @@ def usable_trials(trials: pd.DataFrame, duplicates: pd.DataFrame | None = None
                   ) -> tuple[pd.DataFrame, list[str]]:
     """Each trial once, and only rows that name a cell: a trial id in several rows (a copied
     part, a row written twice) is counted once (each_trial_once: a finished row before a
-    failed one), and a row without a parameterization, a finite width > 0, an LR > 0 or a
-    whole seed (a damaged part: no sweep writes one) is left out. `duplicates`: the rows the
+    failed one), and a row without a parameterization, a whole width > 0, an LR > 0 or a
+    whole seed (a damaged part: no sweep writes one) is left out. (A width of 0.5 or 48.5,
+    e.g. a width multiplier from another program, was cut to 0 or 48: log2 0 = -inf made
+    every drift wrong without a word.) `duplicates`: the rows the
     store's reader already left out so (Tables.duplicates), in the same note. Returns the
     trials and a note per kind left out."""
     trials, again = each_trial_once(trials.reset_index(drop=True))
@@ -50,12 +52,14 @@ def usable_trials(trials: pd.DataFrame, duplicates: pd.DataFrame | None = None
 
 
 def _naming_a_cell(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The rows with a parameterization, a finite width > 0, an LR > 0 and a whole seed."""
+    """The rows with a parameterization, a whole width > 0, an LR > 0 and a whole seed."""
     width, lr, seed = (pd.to_numeric(trials[c], errors="coerce").to_numpy(float)
                        for c in ("width", "lr", "seed"))
     with np.errstate(invalid="ignore"):
         whys = {"no parameterization": trials["parameterization"].isna().to_numpy(),
                 "no width > 0": ~(np.isfinite(width) & (width > 0)),
+                "a width not whole": np.isfinite(width) & (width > 0)
+                & (width != np.round(width)),
                 "no LR > 0": ~(np.isfinite(lr) & (lr > 0)),
                 "no whole seed": ~(np.isfinite(seed) & (seed == np.round(seed)))}
     bad = np.logical_or.reduce(list(whys.values()))

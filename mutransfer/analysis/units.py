@@ -34,6 +34,11 @@ def to_units(df: pd.DataFrame, choice: Choice, kind: str) -> pd.DataFrame:
             out[col] = choice.from_role(values) if kind == "value" else values * choice.step
     if kind == "value" and "se_log2" in out:
         out["se_log2"] = out["se_log2"] * choice.step
-    if kind == "value" and "lr_gap_log2" in out:
-        out["lr_gap_log2"] = out["lr_gap_log2"] * choice.step
+    if kind == "value":
+        # the other octave columns of a value table: per grid step in the role, so that the
+        # one-LR shift compares with the interval beside it (it was 20x the interval's units
+        # for a weight decay of step 0.05, yet not flagged)
+        for col in ("lr_gap_log2", "one_lr_shift", "se_seeds_log2", "grid_step"):
+            if col in out:
+                out[col] = out[col] * choice.step
     return out

@@ -78,9 +78,12 @@ def _ws(a: Analysis) -> str:
     return "widths" if _w(a) == "width" else f"{_w(a)} values"
 
 
-def _shift(octaves: float, flag: bool) -> str:
-    """The most one LR moves lr* (octaves), '!' where that exceeds the interval's half-width."""
-    return MISSING if not _finite(octaves) else f"{octaves:.2f}" + (" !" if flag else "")
+def _shift(octaves: float, flag: bool, log: bool = True) -> str:
+    """The most one LR moves lr* (octaves; a linear target's own units where not `log`), '!'
+    where that exceeds the interval's half-width."""
+    if not _finite(octaves):
+        return MISSING
+    return (f"{octaves:.2f}" if log else f"{octaves:.3g}") + (" !" if flag else "")
 
 
 def _source(method: str, df: int) -> str:
@@ -107,8 +110,8 @@ def view_lr_opt(a: Analysis, compact: bool = False) -> pd.DataFrame:
     if not compact:
         out.update({
             "fit": df["method"].tolist(),
-            "one-LR shift": [_shift(v, flag) for v, flag in zip(df["one_lr_shift"],
-                                                                 df["one_lr_flag"])],
+            "one-LR shift": [_shift(v, flag, a.choice.log)
+                             for v, flag in zip(df["one_lr_shift"], df["one_lr_flag"])],
             f"argmin {a.choice.target_label}": [fmt_lr(v) for v in df["lr_argmin"]],
             f"{a.choice.target_label} values trained" if a.choice.target != "lr"
             else "LRs trained": df["n_lrs"].astype(str).tolist(),
