@@ -92,6 +92,15 @@ class ModelConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _s4d_fields(self) -> ModelConfig:
+        """S4D's modes are N/2 conjugate pairs (models/s4d.py): an odd d_state builds no
+        model, which every trial of a sweep would find only when it starts."""
+        if self.arch == "s4d" and self.d_state % 2:
+            raise ValueError(f"d_state {self.d_state}: S4D needs an even d_state >= 2 (N/2 "
+                             f"conjugate pairs)")
+        return self
+
+    @model_validator(mode="after")
     def _fields_fit_arch(self) -> ModelConfig:
         """A field the arch does not read keeps its default: an axis over it (or a value in
         the file) would otherwise give cells whose models are all the same, silently."""

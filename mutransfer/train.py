@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
 from mutransfer.data import load_data
-from mutransfer.data.base import IGNORE_INDEX, DataSource
+from mutransfer.data.base import IGNORE_INDEX, DataSource, DataSpec
 from mutransfer.denormals import flush_denormals
 from mutransfer.divergence import DivergenceMonitor
 from mutransfer.errors import UserError
@@ -97,19 +97,54 @@ def loss_fn(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     return lambda out, y: F.mse_loss(out.float(), y.float())
 
 
+def _check_output_shape(arch: str, out, targets: torch.Tensor, kind: str,
+                        classes: int | None) -> None:
+    """UserError (one line) unless the model's output lines up with the targets: logits
+    (b, L, classes) for targets (b, L) under cross-entropy (classes: the data's output_dim),
+    the targets' own shape under mse.
+    Flattened for the loss, a transposed (L, b, ...) output would otherwise be scored against
+    the wrong targets, silently."""
+    if not isinstance(out, torch.Tensor):
+        raise UserError(f"model.arch {arch}: the forward pass returned {type(out).__name__}, "
+                        f"not a tensor")
+    want = (*targets.shape, classes) if kind == "ce" else tuple(targets.shape)
+    if tuple(out.shape) != want:
+        raise UserError(f"model.arch {arch}: the forward pass returned shape {tuple(out.shape)} "
+                        f"for a batch of {targets.shape[0]} sequences of length "
+                        f"{targets.shape[1]}; expected {want}")
+
+
+def _scalar_loss(arch: str, loss) -> torch.Tensor:
+    """A `loss: custom` model's return value, which must be a scalar tensor (UserError)."""
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        what = (f"shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
+                else type(loss).__name__)
+        raise UserError(f"model.arch {arch}: with loss: custom, model(inputs, targets) must "
+                        f"return a scalar loss; it returned {what}")
+    return loss
+
+
 class _Stepper:
     """Forward/backward of one batch, with bf16 autocast on CUDA (fp32 params and scan state)."""
 
-    def __init__(self, model, opt, cfg: TrialConfig, device: torch.device, loss) -> None:
+    def __init__(self, model, opt, cfg: TrialConfig, device: torch.device, loss,
+                 spec: DataSpec | None = None) -> None:
         self.model, self.opt, self.cfg, self.device, self.loss = model, opt, cfg, device, loss
+        # what the output must look like (checked at every forward: a few tuple compares)
+        self.loss_kind = spec.loss if spec is not None else "ce"
+        self.classes = spec.output_dim if spec is not None else None
         self.autocast = device.type == "cuda"
 
     def _forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         inputs, targets = inputs.to(self.device), targets.to(self.device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
             if self.cfg.model.loss == "custom":  # the model returns its own loss
-                return self.model(inputs, targets).float()
-            return self.loss(self.model(inputs), targets)
+                return _scalar_loss(self.cfg.model.arch, self.model(inputs, targets)).float()
+            out = self.model(inputs)
+            if self.classes is not None:
+                _check_output_shape(self.cfg.model.arch, out, targets, self.loss_kind,
+                                    self.classes)
+            return self.loss(out, targets)
 
     def train_step(self, inputs, targets) -> tuple[float, torch.Tensor]:
         """(loss, grad norm); the update is skipped when the loss is not finite.
@@ -164,7 +199,8 @@ def _build(config: TrialConfig) -> _Trial:
               if needs_sample(config.model) else None)
     model = build_model(config, source.spec, sample=sample).to(device)
     opt = make_optimizer(model, config)
-    stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss))
+    stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss),
+                       source.spec)
     it: Iterator = source.batches("eval", t.batch_size, t.seq_len, seed=EVAL_SEED)
     eval_set = [next(it) for _ in range(t.eval_batches)]
     return _Trial(config, source, model, opt, stepper, eval_set, decay_timescales(opt))

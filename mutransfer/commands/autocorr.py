@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 
 SIGNALS = ("white", "ar1", "constant")
+# the archs whose layer-0 SSM input --input layer0 reads (as model.dt_init autocorr does)
+LAYER0_ARCHS = ("mamba", "s4d")
 # values of one length's sample (samples x L): 2^27 float64s are 1 GiB, and the estimator's
 # FFTs take a few times that; beyond it the answer is an out-of-memory traceback
 MAX_VALUES = 1 << 27
@@ -63,6 +65,14 @@ class _Sequences:
         self.source = load_data(cfg.data)
         self.mode = mode or ("layer0" if self.source.spec.kind == "tokens" else "raw")
         self.model = None
+        arch = cfg.model.arch
+        if self.mode == "layer0" and arch not in LAYER0_ARCHS:
+            from mutransfer.errors import UserError
+
+            what = "a factory model" if not cfg.model.builtin else f"arch {arch}"
+            raise UserError(f"--input layer0: {what} has no SSM input that dt_init autocorr "
+                            f"reads (arch {' or '.join(LAYER0_ARCHS)}); use --input raw, or a "
+                            f"config with arch {' or '.join(LAYER0_ARCHS)}")
 
     def __call__(self, length: int):
         import torch

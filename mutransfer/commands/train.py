@@ -128,6 +128,11 @@ def run(args) -> int:
         from mutransfer.errors import UserError
 
         raise UserError(f"{args.config}: {why}")
+    if not cfg.model.builtin:  # what a sweep checks of a factory's model, before training
+        from mutransfer.data import load_data
+        from mutransfer.models.factory import probe
+
+        probe(cfg, load_data(cfg.data).spec)
     from mutransfer.train import run_trial
 
     if threads:

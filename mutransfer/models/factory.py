@@ -192,6 +192,10 @@ def probe(cfg, spec, batch: int = 2, length: int = 8) -> Built:
     """Check a factory's model before a run (UserError, one line, on any problem); returns
     the model at `cfg.width` with its roles (the parameterization applied)."""
     arch = cfg.model.arch
+    if not cfg.model.builtin and spec.kind != "tokens":
+        # first: inferring the roles without a vocabulary would fail with a misleading line
+        raise UserError(f"model.arch {arch}: a factory model needs token data (data.source "
+                        f"gives {spec.kind} inputs)")
     make = factory_for(cfg, spec)
     built = resolve(cfg, spec, make)
     small = base_build(make, other_width(cfg)) if cfg.width == cfg.model.base_width else None
@@ -220,10 +224,10 @@ def _count(model: nn.Module) -> int:
 
 def _check_output(cfg, spec, model: nn.Module, batch: int, length: int) -> None:
     arch = cfg.model.arch
-    if spec.kind != "tokens":
-        raise UserError(f"model.arch {arch}: a factory model needs token data (data.source "
-                        f"gives {spec.kind} inputs)")
-    ids = torch.randint(0, spec.vocab_size, (batch, length))
+    if spec.kind == "tokens":
+        ids, given = torch.randint(0, spec.vocab_size, (batch, length)), "token ids"
+    else:  # a built-in model on real inputs (a factory was refused these in `probe`)
+        ids, given = torch.randn(batch, length, spec.input_dim), "real inputs"
     custom = cfg.model.loss == "custom"
     try:
         with torch.no_grad():
@@ -231,15 +235,16 @@ def _check_output(cfg, spec, model: nn.Module, batch: int, length: int) -> None:
     except SystemExit as exc:
         raise exited(arch, "the forward pass", exc) from None
     except Exception as exc:
-        raise UserError(f"model.arch {arch}: the forward pass failed on token ids of shape "
-                        f"({batch}, {length}) ({type(exc).__name__}: {first_line(exc)})"
+        raise UserError(f"model.arch {arch}: the forward pass failed on {given} of shape "
+                        f"{tuple(ids.shape)} ({type(exc).__name__}: {first_line(exc)})"
                         ) from None
     if not isinstance(out, torch.Tensor):
         raise UserError(f"model.arch {arch}: the forward pass returned {type(out).__name__}, "
                         "not a tensor")
     want = () if custom else (batch, length, spec.output_dim)
     if tuple(out.shape) != want:
-        what = "a scalar loss (loss: custom)" if custom else "logits (batch, L, vocab)"
+        what = ("a scalar loss (loss: custom)" if custom else "logits (batch, L, vocab)"
+                if spec.kind == "tokens" else "outputs (batch, L, output_dim)")
         raise UserError(f"model.arch {arch}: the forward pass returned shape "
-                        f"{tuple(out.shape)} for token ids ({batch}, {length}); expected {what} "
+                        f"{tuple(out.shape)} for {given} {tuple(ids.shape)}; expected {what} "
                         f"{want}")

@@ -10,7 +10,12 @@ import torch.nn as nn
 
 from mutransfer.errors import UserError
 from mutransfer.param.config import ROLES
-from mutransfer.param.depth import block_tensor_kinds, depth_rule, set_branch_multipliers
+from mutransfer.param.depth import (
+    block_tensor_kinds,
+    blocks,
+    depth_rule,
+    set_branch_multipliers,
+)
 from mutransfer.param.rescalable import RescalableWeight
 from mutransfer.param.roles import MATRIX_ROLES, owners
 from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
@@ -18,6 +23,12 @@ from mutransfer.param.tables import RoleRule, optimizer_family, rules_for
 READOUT_HOOK = ("the readout's forward multiplier has no hook: give the model a `readout_mult` "
                 "attribute (1.0) that its forward multiplies the logits by, or name the "
                 "readout weight in model.roles (docs/models.md)")
+
+
+NO_BLOCKS = ("param.depth {depth} (n_layer {n} over base_n_layer {base}): the model has no "
+             "residual block to scale (a module with a `branch_mult` attribute, 1.0, that "
+             "multiplies its branch's output: mutransfer/param/depth.py), so the rule would "
+             "change nothing; give the model's blocks one, or leave param.depth none")
 
 
 def assign_roles(model: nn.Module) -> dict[str, str]:
@@ -84,6 +95,9 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
     _check_vector_rule(rules["vector"])
     m, n = multipliers(cfg)
     depth = depth_rule(cfg)
+    if depth.active and next(blocks(model), None) is None:
+        raise UserError(NO_BLOCKS.format(depth=depth.name, n=cfg.model.n_layer,
+                                         base=cfg.model.base_n_layer))
     roles = assign_roles(model) if roles is None else dict(roles)
     fan_in_ratio = fan_in_ratio or {}
     own = owners(model)
@@ -100,11 +114,11 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
             rule = rules[role]
             kind = kinds.get(name)
             if isinstance(module, RescalableWeight) and local == "weight":
-                module.rescale_init(rule.init_scale(module.width_mult(m), n)
+                module.rescale_init(rule.init_scale(init_width(role, module.width_mult(m), m), n)
                                     * block_init_scale(depth, kind, module.depth_init_exp))
                 module.mult = rule.forward_mult(m)
                 continue
-            r = fan_in_ratio.get(name, m)
+            r = init_width(role, fan_in_ratio.get(name, m), m)
             ref = r**-0.5 if role in MATRIX_ROLES else 1.0
             with torch.no_grad():
                 getattr(module, local).mul_(rule.init_scale(r, n) / ref
@@ -122,6 +136,14 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
         raise UserError(READOUT_HOOK)
     set_branch_multipliers(model, depth)
     model.mutransfer_roles = roles
+
+
+def init_width(role: str, fan_in_ratio: float, m: float) -> float:
+    """The width ratio a role's init exponent is a power of: a matrix's own fan-in ratio
+    (= m but for dt_proj's rounded ⌈d/16⌉), the width ratio m for the other roles. An
+    embedding's fan-in is the vocabulary (or a real input's dim), which does not grow: read
+    as its ratio, an `init_m` given to the embedding was m^0, silently."""
+    return fan_in_ratio if role in MATRIX_ROLES else m
 
 
 def block_init_scale(depth, kind: str | None, depth_init_exp: float,

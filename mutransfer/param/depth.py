@@ -22,10 +22,11 @@ r = 1 every factor is exactly 1, so every model equals the one without a depth
 parameterization. Where each entry comes from: docs/parameterizations.md ("Depth").
 
 Each in-block parameter is one of DEPTH_TENSORS, by its role and where it sits (`tensor_kind`):
-ssm_B, ssm_C (their roles), conv (a parameter of an nn.Conv1d), A_log, D (by name), dt
-(dt_proj's weight and bias, or a parameter named dt_bias), out_proj (the weight of a module
-named out_proj: the matrix that writes the branch), hidden (the other matrices: in_proj,
-x_proj_dt), norm (the other vectors: the block's norm gain).
+ssm_B, ssm_C (their roles; S4D's B and C also under the vector role), conv (a parameter of
+an nn.Conv1d), A_log, D (by name; S4D's A_re and A_im are its A_log), dt (dt_proj's weight and
+bias, a parameter named dt_bias, S4D's log_dt), out_proj (the weight of a module named
+out_proj, or S4D's output_linear: the matrix that writes the branch), hidden (the other
+matrices: in_proj, x_proj_dt), norm (the other vectors: the block's norm gain).
 
 The model side is duck-typed, as `RescalableWeight` is, so that param/ never imports models/:
 a module with a `branch_mult` attribute is a residual block (its output branch is multiplied
@@ -105,6 +106,15 @@ def depth_rule(cfg) -> DepthRule:
     return DepthRule(p.depth, cfg.model.n_layer / base, p.depth_alpha, exponents)
 
 
+# S4D's names for the same tensors (mutransfer/models/s4d.py): its A is stored as A_re and
+# A_im (the A_log of Mamba), its Δ as log_dt (the Δ bias), its B and C (SSMWeight modules)
+# keep the role vector unless model.s4d.ssm_roles is ssm, and its glu output's
+# output_linear is the matrix that writes the branch
+S4D_KINDS = {"A_re": "A_log", "A_im": "A_log", "log_dt": "dt"}
+SSM_OWNERS = {"B": "ssm_B", "C": "ssm_C"}
+BRANCH_WRITERS = ("out_proj", "output_linear")
+
+
 def tensor_kind(role: str, module: nn.Module, full_name: str, local: str) -> str:
     """Which of DEPTH_TENSORS an in-block parameter is (see the module doc)."""
     if role in ("ssm_B", "ssm_C"):
@@ -113,11 +123,15 @@ def tensor_kind(role: str, module: nn.Module, full_name: str, local: str) -> str
         return "conv"
     if local in ("A_log", "D"):
         return local
+    if local in S4D_KINDS:
+        return S4D_KINDS[local]
     owner = full_name.split(".")[-2] if "." in full_name else ""
     if owner == "dt_proj" or local == "dt_bias":
         return "dt"
+    if owner in SSM_OWNERS and local == "weight" and role == "vector":
+        return SSM_OWNERS[owner]
     if role in MATRIX_ROLES:
-        return "out_proj" if owner == "out_proj" else "hidden"
+        return "out_proj" if owner in BRANCH_WRITERS else "hidden"
     return "norm"
 
 
