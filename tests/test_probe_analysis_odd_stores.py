@@ -91,3 +91,20 @@ def test_a_store_whose_trials_are_all_still_running_says_so_not_only_no_trials(t
     assert main(["analyze", str(root)]) == 2
     err = capsys.readouterr().err
     assert "no trials in" in err and "3 trials started and none finished yet" in err
+
+
+def test_a_store_part_with_a_width_that_is_not_whole_is_read_and_its_row_left_out(tmp_path):
+    """A trial part written by another program with width 64.5: the store's reader gave a
+    TypeError traceback ('cannot safely cast non-equivalent float64 to int64') to analyze,
+    plot and every other reader; now the row reaches the analysis, which leaves it out."""
+    from mutransfer.cli import main
+    from mutransfer.results.store import Store
+
+    tables = synthetic_tables([SP], [64, 128, 256], LR_GRID, [0, 1])
+    store = write_results(tmp_path / "s", tables, per_trial=True)
+    part = sorted((store / "trials").glob("*.parquet"))[0]
+    df = pd.read_parquet(part)
+    df["width"] = df["width"].astype(float) + 0.5
+    df.to_parquet(part, index=False)
+    assert Store(str(store)).tables().trials["width"].dtype == "float64"
+    assert main(["analyze", str(store), "--out", str(tmp_path / "out")]) == 0

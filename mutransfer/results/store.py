@@ -100,12 +100,19 @@ def _empty(columns: list[str]) -> pd.DataFrame:
 
 def _with_dtypes(df: pd.DataFrame, fields: list[tuple[str, pa.DataType]]) -> pd.DataFrame:
     """The documented pandas dtypes, whatever the parts were written with (older versions
-    wrote nulls as Arrow null columns): int64 (Int64 where a value is missing), float64, bool."""
+    wrote nulls as Arrow null columns): int64 (Int64 where a value is missing), float64, bool.
+    An integer column holding a value that is not whole (a part written by another program,
+    width 64.5) stays float64, for the analysis to leave those rows out naming why (before: a
+    TypeError traceback from every reader of the store)."""
     for name, typ in fields:
         if name not in df:
             continue
         if pa.types.is_integer(typ):
-            col = pd.to_numeric(df[name], errors="coerce").astype("Int64")
+            values = pd.to_numeric(df[name], errors="coerce")
+            if values.dtype.kind == "f" and (values.dropna() % 1 != 0).any():
+                df[name] = values.astype("float64")
+                continue
+            col = values.astype("Int64")
             df[name] = col if col.isna().any() or name == "diverge_step" else col.astype("int64")
         elif pa.types.is_floating(typ):
             df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
