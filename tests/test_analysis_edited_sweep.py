@@ -63,3 +63,18 @@ def test_the_note_names_the_field_the_versions_differ_in(edited):
     notes = [n for n in edited.notes if "more than one trial of a seed" in n]
     assert len(notes) == 1 and "train.steps" in notes[0]
     assert notes[0].startswith(f"{len(WIDTHS) * len(LRS)} cells")
+
+
+def test_trials_of_one_seed_with_the_same_config_under_two_ids_are_averaged_with_a_note(
+        tmp_path):
+    """Rows copied in under new ids (nothing in their configs differs): before, averaged as
+    the seed's replicates without a word."""
+    once = _version(100, 2**-8, 3.0, 0)
+    again = _version(100, 2**-8, 3.0, 0)
+    again.trials["trial_id"] += "-copy"
+    again.steps["trial_id"] += "-copy"
+    both = Tables(pd.concat([once.trials, again.trials], ignore_index=True),
+                  pd.concat([once.steps, again.steps], ignore_index=True))
+    a = analyze(write_results(tmp_path, both))
+    notes = [n for n in a.notes if "with the same config under different trial ids" in n]
+    assert len(notes) == 1 and notes[0].startswith(f"{len(WIDTHS) * len(LRS)} cells")

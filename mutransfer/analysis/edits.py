@@ -37,8 +37,8 @@ def _leaf(value: object) -> object:
 def config_axes(trials: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """`trials` with a column per config field that differs among the trials of one cell
     and seed (None where a trial has no stored config), and a note naming those fields; the
-    trials unchanged and None when every cell and seed holds one trial or the configs do not
-    differ."""
+    trials unchanged with a note when such trials' configs do not differ (before: averaged
+    without a word), and with None when every cell and seed holds one trial."""
     if "config" not in trials or len(trials) < 2:
         return trials, None
     key = [c for c in CELL if c in trials]
@@ -54,13 +54,17 @@ def config_axes(trials: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         paths = set().union(*cell) if cell else set()
         differ |= {p for p in paths
                    if len({_text(f.get(p)) for f in cell}) > 1 and p not in trials}
-    if not differ:
-        return trials, None
+    n_cells = int(texts[twice].drop(columns=["seed"], errors="ignore").drop_duplicates().shape[0])
+    if not differ:  # nothing tells them apart: said, and averaged as the seed's replicates
+        same = ("with the same config" if flats[twice].map(bool).any()
+                else "with no stored config to tell them apart")
+        return trials, (f"{n_cells} cells hold more than one trial of a seed {same} under "
+                        "different trial ids (rows copied in from another store, or written "
+                        "by another version?): averaged as that seed's replicates")
     fields = sorted(differ)
     out = trials.copy()
     for path in fields:
         out[path] = [_leaf(f.get(path)) if f else None for f in flats]
-    n_cells = int(texts[twice].drop(columns=["seed"], errors="ignore").drop_duplicates().shape[0])
     shown = ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
     note = (f"{n_cells} cells hold more than one trial of a seed, whose stored configs differ "
             f"in {shown} (the sweep file edited between runs into this folder?): not "
