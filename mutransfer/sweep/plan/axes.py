@@ -8,6 +8,7 @@ parameterization to either.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -173,6 +174,38 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
     lrs = tuple(_positive(f"axes.{where}[{i}]", v) for i, v in enumerate(values))
     _check_distinct(f"axes.{where}", list(lrs))
     return LRChoice(lrs, math.log2(min(lrs)), math.log2(max(lrs)))
+
+
+# LRs this close in log2 are one LR (the analysis's same_grid_values uses the same)
+SAME_LR_LOG2 = 1e-9
+
+
+def snap_lrs(axes: list[Axis], known: set[float]) -> list[Axis]:
+    """Each grid LR within SAME_LR_LOG2 of an LR the store already ran becomes that stored
+    float. A range's `2**(lo + i/k)` depends on lo in its last bits: widening
+    `{log2: [-10, -6], per_octave: 3}` to `[-12, -6]` moved 4 of its 13 LRs by an ulp, gave
+    them new trial ids and ran their cells again beside the stored ones."""
+    if not known:
+        return axes
+    logs = sorted((math.log2(v), v) for v in known if v > 0 and math.isfinite(v))
+    keys = [x for x, _ in logs]
+
+    def snap(lr: float) -> float:
+        x = math.log2(lr)
+        i = bisect.bisect_left(keys, x)
+        near = [logs[j] for j in (i - 1, i) if 0 <= j < len(logs)]
+        best = min(near, key=lambda kv: abs(kv[0] - x), default=None)
+        return best[1] if best is not None and abs(best[0] - x) <= SAME_LR_LOG2 else lr
+
+    out = []
+    for axis in axes:
+        if axis.lr is None:
+            out.append(axis)
+            continue
+        lr = {p: LRChoice(tuple(snap(v) for v in c.values), c.log2_lo, c.log2_hi)
+              for p, c in axis.lr.items()}
+        out.append(Axis(axis.name, axis.path, axis.values, lr))
+    return out
 
 
 def _positive(where: str, value: Any) -> float:

@@ -25,6 +25,7 @@ from mutransfer.sweep.plan.axes import (
     check_analysis,
     parameterizations,
     parse_axes,
+    snap_lrs,
 )
 from mutransfer.sweep.plan.identity import group_id, trial_id
 from mutransfer.sweep.plan.spec import SweepSpec, load_spec
@@ -124,9 +125,12 @@ def load_plan(path: str | Path) -> Plan:
     return plan
 
 
-def build_plan(spec: SweepSpec, source: str = "sweep") -> Plan:
+def build_plan(spec: SweepSpec, source: str = "sweep",
+               known_lrs: set[float] | None = None) -> Plan:
+    """The plan of a sweep; `known_lrs`: the LRs its store already ran, onto which grid LRs
+    a last bit away snap (axes.snap_lrs)."""
     try:
-        axes = parse_axes(spec.axes, parameterizations(spec))
+        axes = snap_lrs(parse_axes(spec.axes, parameterizations(spec)), known_lrs or set())
         check_analysis(spec.analysis, axes)
         plan = Plan(spec, source, axes)
         if plan.adaptive:

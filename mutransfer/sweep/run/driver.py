@@ -148,6 +148,10 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
             plan.spec.storage = storage
         except ValueError as exc:  # pydantic's ValidationError: a control character, s3://
             raise UserError(format_validation_error(exc)) from None
+    known = stored_lrs(plan.spec.storage_location)
+    if known:  # the grid's LRs onto those the store ran (a widened range: axes.snap_lrs)
+        plan = build_plan(plan.spec, source=source, known_lrs=known)
+        plan.file_text = text
     check_storage_reachable(plan.spec.storage_location, address)
     if address is not None and address != "local":
         probe(address)  # an unreachable cluster is an input error: found before writing
@@ -155,6 +159,19 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
         check_loggers(plan.spec.loggers)
         check_data_present(plan)
     return plan
+
+
+def stored_lrs(location: str) -> set[float]:
+    """The LRs of the trials a store holds (none where there is no store yet or it cannot be
+    read: the run's own checks say why)."""
+    try:
+        store = Store(location)
+        if not store.exists():
+            return set()
+        rows = store.scan(repair=False).complete.values()
+    except Exception:  # an unreadable store is refused where it is used, with its reason
+        return set()
+    return {float(r["lr"]) for r in rows if isinstance(r.get("lr"), (int, float))}
 
 
 def check_counts(**counts: Any) -> tuple[int | None, ...]:
