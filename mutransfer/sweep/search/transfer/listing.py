@@ -48,8 +48,9 @@ def transfer_summary(search: TransferSearch) -> str:
         start += f", then a window of {window} at each of the {wider} wider widths" + \
             ("; a walk's 3 where nothing trained below" if window > 3 else "")
     return (f"transfer search over {most} cells: runs at least {least} ({start}), about "
-            f"{typical} when each optimum is inside the grid (about {per} LRs a width: every "
-            f"LR within {settle_radius(opts):.2f} octaves), at most {most}{probe}{seeds}")
+            f"{typical} when each optimum is inside the grid (about {per} "
+            f"LR{'s' * (per != 1)} a width: every LR within {settle_radius(opts):.2f} octaves), "
+            f"at most {most}{probe}{seeds}")
 
 
 def transfer_listing(search: TransferSearch) -> str:
