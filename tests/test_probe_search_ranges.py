@@ -10,6 +10,7 @@ from mutransfer.results.store import StoreState
 from mutransfer.sweep.plan.cells import Cell, build_plan
 from mutransfer.sweep.plan.identity import canonical_json
 from mutransfer.sweep.plan.spec import SweepSpec
+from mutransfer.sweep.search.optuna.strategy import at_lr
 from mutransfer.sweep.search.registry import strategy_for
 
 LRS = [0.0001, 0.001, 0.01]  # 2.0 ** math.log2(0.0001) == 1.0000000000000005e-4
@@ -63,3 +64,20 @@ def test_early_stopping_reads_curves_up_to_the_step_a_token_budget_ends_at():
         assert contexts and {ctx.final_step for ctx in contexts.values()} == {20}, train
     plan = build_plan(spec("transfer", train={"steps": 12}, stop={}))
     assert {c.final_step for c in strategy_for("transfer").stop_contexts(plan).values()} == {12}
+
+
+def test_an_optuna_range_narrowed_since_gets_its_budget_inside_the_new_range():
+    """Three stored optuna trials a width, one inside the narrowed range [0.005, 0.02]:
+    the group runs 4 - 1 more (before: 4 - 3, the trials outside the range used it up)."""
+    wide = build_plan(spec("optuna", trials_per_width=4))
+    stored = {}
+    for g in wide.groups:
+        for i, lr in enumerate(LRS):
+            c = at_lr(g, lr)
+            stored[c.trial_id] = {**row(c, 3.0 + i), "search": "optuna"}
+    narrow = spec("optuna", trials_per_width=4)
+    narrow.axes["lr"] = [0.005, 0.02]
+    plan = build_plan(narrow)
+    work = strategy_for("optuna").plan_work(plan, StoreState(complete=stored))
+    assert {g.group_id for g in plan.groups} == {g.group_id for g in wide.groups}
+    assert [work.budgets[g.group_id] for g in plan.groups] == [3, 3]

@@ -25,15 +25,16 @@ class OptunaStrategy(SearchStrategy):
         return plan.n_trials, plan.n_trials
 
     def plan_work(self, plan: Plan, state: StoreState) -> Work:
-        """Each group's budget less the trials of this kind the store holds for it; the
-        stored trials within its LR range warm-start its study."""
+        """Each group's budget less the trials of this kind the store holds for it within its
+        LR range (a range narrowed since gets its budget there; before, the trials outside it
+        used the budget up); the stored trials within the range warm-start its study."""
         done: dict[str, list[dict[str, Any]]] = {}
         for row in state.complete.values():
             done.setdefault(_group_of(row), []).append(row)
         work = Work()
         for g in plan.groups:
             rows = done.get(g.group_id, [])
-            ran = sum(1 for r in rows if r.get("search") == self.kind)
+            ran = sum(1 for r in rows if r.get("search") == self.kind and _in_range(r, g))
             if ran < g.budget:
                 work.groups.append(g)
                 work.budgets[g.group_id] = g.budget - ran
@@ -93,17 +94,16 @@ def _group_of(row: dict[str, Any]) -> str:
 LOG2_SLACK = 1e-9
 
 
+def _in_range(row: dict[str, Any], g: Group) -> bool:
+    """A stored trial's LR lies in the group's range (its ends up to float rounding)."""
+    lr = float(row["lr"])
+    return lr > 0 and math.isfinite(lr) and \
+        g.log2_lo - LOG2_SLACK <= math.log2(lr) <= g.log2_hi + LOG2_SLACK
+
+
 def _warm_points(rows: list[dict[str, Any]], g: Group) -> list[tuple[float, float]]:
     """Stored trials of a group within its LR range: the study starts from what is known.
     An LR at an end of the range (up to float rounding) counts, moved onto the end the
     study's space holds (Optuna refuses a point outside its distribution)."""
     lo, hi = 2.0 ** g.log2_lo, 2.0 ** g.log2_hi
-    out = []
-    for r in rows:
-        lr = float(r["lr"])
-        if not (lr > 0 and math.isfinite(lr)):
-            continue
-        x = math.log2(lr)
-        if g.log2_lo - LOG2_SLACK <= x <= g.log2_hi + LOG2_SLACK:
-            out.append((min(max(lr, lo), hi), objective(r)))
-    return out
+    return [(min(max(float(r["lr"]), lo), hi), objective(r)) for r in rows if _in_range(r, g)]
