@@ -73,7 +73,24 @@ def test_validate_takes_a_check_file_and_says_what_it_would_run(example, tmp_pat
     assert f"transfer stage: {hi - lo + 1} LRs (2^{lo} .. 2^{hi}, 1 per octave)" in out
     assert "seeds 0-1, then 2 more a round while the drift is undecided, up to 8 seeds" in out
     assert "budget: 9 min from the start, 8 seeds in all" in out  # the examples' and default
+    assert f"  parameterization {spec['param']['name']}\n" in out
     assert not nothing_runs and sorted(p.name for p in tmp_path.iterdir()) == [example.name]
+
+
+def test_a_check_of_sp_says_that_fail_is_its_expected_verdict(tmp_path, capsys):
+    """A check file without a param section checks sp (TrialConfig's default), which claims
+    no transfer: validate says so, and the FAIL it gets says what to set instead (before:
+    the FAIL's reason alone, the readout's missing 1/m multiplier, as if a bug)."""
+    doc = check_doc(**{"data": {"source": "stdlib"}, "check.widths": [16, 32, 64],
+                       "check.coord.seeds": [0, 1, 2, 3], "check.coord.steps": 2})
+    path = write(tmp_path / "c.yaml", doc)
+    assert main(["validate", str(path)]) == 0
+    assert "  parameterization sp (the default: no param section): the standard " \
+           "parameterization claims no transfer, so FAIL is its expected verdict" \
+           in capsys.readouterr().out
+    assert main(["check", str(path), "--coord-only", "--out", str(tmp_path / "o")]) == 1
+    assert "  - param.name is sp: the standard parameterization claims no transfer" in \
+        capsys.readouterr().out
 
 
 def test_validate_checks_a_check_files_data_and_its_grid(tmp_path, capsys, monkeypatch):

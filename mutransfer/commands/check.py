@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mutransfer.commands.check_plan import (
+    SP_NOTE,
     Budget,
     Checked,
     check_transfer_data,
@@ -289,6 +290,8 @@ def _run(job: Checked, args) -> int:
     elif v.verdict == "INCONCLUSIVE" and r.stopped:
         v.reason += f" ({r.stopped}; {r.rounds} round{'s' * (r.rounds > 1)}, seeds "\
                     f"{seed_text(r.seeds)})"
+    if v.verdict == "FAIL" and configs[0].param.name == "sp":
+        v.advice.append("param.name is sp" + SP_NOTE)
     elapsed = time.time() - t0
     print(v.text())
     _write(out, spec, v, judged, elapsed, r)

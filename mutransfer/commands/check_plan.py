@@ -207,6 +207,11 @@ def _first_round(c: Checked) -> None:
                         f"fewer widths, seeds or steps")
 
 
+# sp claims no transfer: a check of it answers FAIL (the file's param section, or its default)
+SP_NOTE = (": the standard parameterization claims no transfer, so FAIL is its expected "
+           "verdict; set param: {name: mup_ssm} (or mup, spectral) to check one that does")
+
+
 def describe(c: Checked) -> str:
     """What the check would run, a few indented lines (`validate`)."""
     from mutransfer.sweep.plan.spec import LRRange
@@ -223,7 +228,10 @@ def describe(c: Checked) -> str:
     budget = [f"{k.budget.minutes:g} min from the start" if k.budget.minutes else "",
               f"{k.budget.trial_steps:,} trial-steps" if k.budget.trial_steps else "",
               f"{_count(k.budget.seeds, 'seed')} in all"]
+    name = c.configs[0].param.name
     return "\n".join([
+        f"  parameterization {name}{'' if c.spec.param else ' (the default: no param section)'}"
+        f"{SP_NOTE if name == 'sp' else ''}",
         f"  widths {', '.join(map(str, k.widths))}; tolerance ±{k.tolerance:g} (the lr* "
         f"drift per doubling of width that passes)",
         f"  coordinate stage: {len(c.configs)} runs ({len(k.widths)} widths x "
