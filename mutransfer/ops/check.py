@@ -1,7 +1,8 @@
 """Is a scan backend right and how fast is it, on this device: what `mutransfer doctor` runs.
 
 Right: the output and the gradients of every input at a small shape (with D, z and the Δ
-bias + softplus, as Mamba calls it) against the reference loop in float64, as relative
+bias + softplus, as Mamba calls it) against the reference loop on float64 copies of the
+inputs (its state is float32 whatever the inputs, as selective_scan_ref's), as relative
 errors max|a - b| / max|b|. Fast: the median time of a forward + backward at a typical shape.
 The fastest backend that passes is remembered per device and library versions
 (mutransfer/ops/backends.py), and `auto` (mutransfer/ops/scan.py) uses it there.

@@ -190,7 +190,7 @@ def selective_scan_chunked(u, delta, A, B, C, D=None, z=None, delta_bias=None,
     """
     if chunk is not None and chunk < 1:
         raise ValueError(f"chunk must be at least 1, got {chunk}")
-    inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
+    inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus, D, z)
     batch, dim, length = inp.u.shape
     T = min(chunk, length) if chunk else chunk_len(batch, dim, inp.A.shape[1], length)
     y, states = _ChunkedScan.apply(inp.u, inp.delta, inp.A, inp.B, inp.C, return_states, T)

@@ -19,6 +19,7 @@ import importlib
 import torch
 
 from mutransfer.errors import UserError
+from mutransfer.ops.common import check_shapes
 from mutransfer.ops.reference import reference_states
 
 INSTALL = ("scan backend 'mamba_ssm' needs the mamba-ssm package with its CUDA extension: "
@@ -53,6 +54,7 @@ def selective_scan_mamba_ssm(u, delta, A, B, C, D=None, z=None, delta_bias=None,
     """Selective scan by mamba_ssm's CUDA kernels, with the signature of `selective_scan`."""
     scan = load_selective_scan_fn()
     check_device(u.device)
+    check_shapes(u, delta, A, B, C, D, z, delta_bias)
     out = scan(u, delta, as_float32(A), B, C, D=as_float32(D), z=z,
                delta_bias=as_float32(delta_bias), delta_softplus=bool(delta_softplus))
     if return_states:

@@ -32,7 +32,7 @@ def scan_reference(inp: ScanInputs, return_states: bool = False):
 
 def selective_scan_reference(u, delta, A, B, C, D=None, z=None, delta_bias=None,
                              delta_softplus=False, return_states=False):
-    inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus)
+    inp = ScanInputs.prepare(u, delta, A, B, C, delta_bias, delta_softplus, D, z)
     y, states = scan_reference(inp, return_states)
     return finish_output(y, inp, D, z, u.dtype, states)
 

@@ -14,6 +14,8 @@ Differences from the reference, on purpose:
   and C for every head, so the C·B products are computed once per group;
 - step 3 is a loop over the chunks (L/Q of them; a handful at the sequence lengths this
   project trains), where the reference uses a second (chunks+1)² segment-sum matrix;
+- the decay from a step to its chunk's end is a sum from the end (the reference takes the
+  difference of two cumulative sums, which loses the small decays after a large one);
 - a length that is not a multiple of Q is zero-padded at the end (a = 0, X = 0 there: the
   causal outputs of the real steps do not see the padding), and the padding cut off.
 """
@@ -49,8 +51,12 @@ def ssd_chunked(X, a, B, C, chunk_size: int = 64):
     scores = torch.einsum("bclgn,bcsgn->bgcls", Cc, Bc)[:, :, None] * torch.exp(segsum(ac))
     y = torch.einsum("bgrcls,bcsgrp->bclgrp", scores, Xc)
 
-    # 2. each chunk's own final state: Σ_s exp(a_{s+1} + ... + a_Q) X_s ⊗ B_s
-    to_end = torch.exp(a_cum[..., -1:] - a_cum).permute(0, 3, 4, 1, 2)  # (b, c, Q, g, r)
+    # 2. each chunk's own final state: Σ_s exp(a_{s+1} + ... + a_Q) X_s ⊗ B_s, the exponent a
+    # sum from the end of the chunk, not a_cum[Q] - a_cum[s]: that difference cancels (one
+    # very negative a early in the chunk leaves no bits for the small ones after it) and is
+    # NaN once a_cum reaches -inf
+    to_end = torch.flip(torch.cumsum(torch.flip(ac[..., 1:], (-1,)), -1), (-1,))
+    to_end = torch.exp(F.pad(to_end, (0, 1))).permute(0, 3, 4, 1, 2)  # (b, c, Q, g, r)
     own = torch.einsum("bclgn,bclgrp->bcgrpn", Bc, Xc * to_end[..., None])
 
     # 3. the state entering each chunk: S_0 = 0, S_{k+1} = exp(Σ a over chunk k) S_k + own_k

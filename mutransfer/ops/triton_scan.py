@@ -30,6 +30,7 @@ from torch.autograd.function import once_differentiable
 
 from mutransfer.errors import UserError
 from mutransfer.ops.backends import triton_problem
+from mutransfer.ops.common import check_shapes
 from mutransfer.ops.reference import reference_states
 
 _F32 = torch.float32
@@ -178,26 +179,6 @@ def check_device(device: torch.device, interpreted: bool) -> None:
         raise UserError(
             f"scan backend 'triton' needs CUDA tensors (got {device.type}); set "
             "TRITON_INTERPRET=1 before triton is imported to run it on the CPU, slowly")
-
-
-def check_shapes(u, delta, A, B, C, D, z, delta_bias) -> None:
-    """Shapes as in selective_scan_ref (real A, B and C varying with batch and time)."""
-    if u.dim() != 3 or delta.shape != u.shape or u.shape[-1] < 1:
-        raise ValueError(f"u and delta must be (batch, dim, L) alike with L >= 1, got "
-                         f"{tuple(u.shape)} and {tuple(delta.shape)}")
-    batch, dim, L = u.shape
-    if A.dim() != 2 or A.shape[0] != dim or A.is_complex():
-        raise ValueError(f"A must be real (dim, n) with dim={dim}, got {tuple(A.shape)}")
-    n = A.shape[1]
-    for name, t in (("B", B), ("C", C)):
-        if tuple(t.shape) != (batch, n, L):
-            raise ValueError(f"{name} must be (batch, n, L) = {(batch, n, L)}, "
-                             f"got {tuple(t.shape)}")
-    for name, t in (("D", D), ("delta_bias", delta_bias)):
-        if t is not None and tuple(t.shape) != (dim,):
-            raise ValueError(f"{name} must be (dim,) = ({dim},), got {tuple(t.shape)}")
-    if z is not None and z.shape != u.shape:
-        raise ValueError(f"z must be shaped like u {tuple(u.shape)}, got {tuple(z.shape)}")
 
 
 def empty_in_layout(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
