@@ -18,22 +18,11 @@ from mutransfer.cli import main
 from mutransfer.config import TrialConfig
 from mutransfer.errors import UserError
 from mutransfer.train import run_trial
+from tests.test_anymodel import GOOD
 
-MODULE = textwrap.dedent("""
-    import torch
-    import torch.nn as nn
+# a good factory's model (tests/test_anymodel.py), and models that break it one way each
+MODULE = GOOD + textwrap.dedent("""
     import torch.nn.functional as F
-
-    class M(nn.Module):
-        def __init__(self, width, vocab_size=256):
-            super().__init__()
-            self.emb = nn.Embedding(vocab_size, width)
-            self.hid = nn.Linear(width, width)
-            self.head = nn.Linear(width, vocab_size, bias=False)
-            self.readout_mult = 1.0
-
-        def forward(self, ids):
-            return self.head(self.hid(self.emb(ids))) * self.readout_mult
 
     def ignores_width(width, vocab_size=256):
         return M(24, vocab_size)
