@@ -207,6 +207,10 @@ def activation_bytes(s: Shape, regime: Regime) -> float:
     # A = -exp(A_log) (the exp's output, the masked product, its mask factor): per layer,
     # whatever the number of tokens
     per_layer = 3 * 4 * s.d_inner * s.d_state if s.arch == "mamba" else 0
+    if s.arch == "s4d":  # the kernel's Vandermonde powers Ā^l, (H, N/2, L) complex64 in
+        # either regime, kept by the einsum that sums them: per layer, whatever the batch
+        # (left out before: 6.8x under at width 64, d_state 128, L 2048, batch 1)
+        per_layer = 8 * s.width * (s.d_state // 2) * s.seq_len
     return per_token * s.tokens_per_step + s.n_layer * per_layer
 
 

@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mutransfer.config import BUILTIN_ARCHS
 from mutransfer.cost.gpus import GPU, gpu_named, seconds_per_token
 from mutransfer.cost.model import Estimate, Regime, Shape, estimate
 from mutransfer.cost.vocab import data_sizes
+from mutransfer.errors import UserError
 
 SAFETY = 1.2  # packing leaves 20% of a GPU's memory beyond the estimate (fragmentation, error)
 
@@ -24,8 +26,26 @@ def shape_of(config: dict[str, Any]) -> Shape:
     return Shape.of(config, vocab, input_dim, output_dim)
 
 
+def arch_of(config: dict[str, Any]) -> str:
+    return str(config.get("model", {}).get("arch", "mamba"))
+
+
+def counted(config: dict[str, Any]) -> bool:
+    """Whether the cost model counts the config's model: the built-in archs only. A
+    package.module:factory model is not built here (that would run the user's code), and
+    counting it as one of the built-in blocks gave its parameters wrong (examples/tiny_gpt
+    at width 64: 39.6k printed, 135.8k built)."""
+    return arch_of(config) in BUILTIN_ARCHS
+
+
 def estimate_config(config: dict[str, Any], regime: Regime | None = None) -> Estimate:
-    """The estimate of one trial config (a dict as TrialConfig dumps it)."""
+    """The estimate of one trial config (a dict as TrialConfig dumps it); UserError for a
+    model the cost model does not count (a package.module:factory arch)."""
+    if not counted(config):
+        raise UserError(f"model {arch_of(config)}: the cost model estimates the memory of the "
+                        f"built-in archs ({', '.join(BUILTIN_ARCHS)}) only, so "
+                        f"resources.gpu_memory_gb cannot size or check this model's GPU share; "
+                        f"give gpus_per_trial as a number of GPUs and leave gpu_memory_gb out")
     return estimate(shape_of(config), regime or regime_of(config))
 
 
@@ -45,6 +65,8 @@ class Row:
     tokens: float = 0.0
     flops: float = 0.0
     gpu_hours: float = 0.0
+    counted: bool = True  # False: a factory model's trials are among them (params, memory,
+    # FLOPs and GPU-hours unknown)
 
 
 def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | None
@@ -55,6 +77,8 @@ def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | N
         est = estimate(shape, regime_of(config))
         width = int(config["width"])
         row = rows.setdefault(width, Row(width, est.params, est.peak_gb))
+        if not counted(config):
+            row.counted = False
         row.peak_gb = max(row.peak_gb, est.peak_gb)
         row.trials += 1
         row.tokens += est.train_tokens
@@ -69,6 +93,8 @@ def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
                mfu: float | None = None, title: str = "") -> str:
     """The per-width table with its total, as text. `gpu` None: no GPU-hours (a CPU sweep);
     the peak memory is then the CPU regime's."""
+    if mfu is not None and not gpu:  # --mfu alone: the hours on the default GPU, not none
+        gpu = "h100"
     device = gpu_named(gpu) if gpu else None
     rows = cost_rows(configs, device, mfu)
     regime = regime_of(configs[0]) if configs else "cuda"
@@ -78,15 +104,17 @@ def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
         head.append(f"{device.name.upper()} GPU-h")
     lines = [head]
     for r in rows:
-        cells = [str(r.width), _n(r.params), _n(r.peak_gb * 1e9) + "B", str(r.trials),
-                 _n(r.tokens), _n(r.flops)]
+        cells = [str(r.width), _n(r.params) if r.counted else "?",
+                 _n(r.peak_gb * 1e9) + "B" if r.counted else "?", str(r.trials),
+                 _n(r.tokens), _n(r.flops) if r.counted else "?"]
         if device is not None:
-            cells.append(_hours(r.gpu_hours))
+            cells.append(_hours(r.gpu_hours) if r.counted else "?")
         lines.append(cells)
+    whole = all(r.counted for r in rows)
     total = ["total", "", "", str(sum(r.trials for r in rows)),
-             _n(sum(r.tokens for r in rows)), _n(sum(r.flops for r in rows))]
+             _n(sum(r.tokens for r in rows)), _n(sum(r.flops for r in rows)) if whole else "?"]
     if device is not None:
-        total.append(_hours(sum(r.gpu_hours for r in rows)))
+        total.append(_hours(sum(r.gpu_hours for r in rows)) if whole else "?")
     lines.append(total)
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     text = [("  ".join(c.rjust(w) for c, w in zip(line, widths))).rstrip() for line in lines]
@@ -96,6 +124,11 @@ def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
                 f"benchmarks/README.md")
     note = (f"cost{': ' + title if title else ''} (estimates, mutransfer/cost{how}; "
             f"peak memory per trial, one process)")
+    factories = sorted({arch_of(c) for c in configs if not counted(c)})
+    if factories:
+        text.append(f"?: not estimated for model {', '.join(factories)} (the cost model counts "
+                    f"the built-in archs {', '.join(BUILTIN_ARCHS)}; a factory's model is not "
+                    f"built here)")
     return "\n".join([note, *text])
 
 

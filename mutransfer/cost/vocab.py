@@ -47,11 +47,22 @@ def tokenizer_vocab(name: str) -> int:
 
 
 def _json_vocab(path: Path) -> int:
-    """The model's vocabulary plus the added tokens, as tokenizers counts them."""
+    """The model's vocabulary plus the added tokens, as tokenizers counts them: one more than
+    the largest id. A BPE, WordPiece or WordLevel model's vocab maps tokens to ids; a
+    Unigram model's is a list of [piece, score] pairs, the id of each its place in the list
+    (before, a Unigram file stopped the cost table with an AttributeError traceback)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"tokenizer {path}: cannot read it ({exc})") from None
-    ids = set((doc.get("model") or {}).get("vocab", {}).values())
-    ids |= {t.get("id") for t in doc.get("added_tokens") or []}
+    model = doc.get("model") if isinstance(doc, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if isinstance(vocab, dict):
+        ids = {i for i in vocab.values() if isinstance(i, int)}
+    elif isinstance(vocab, list):
+        ids = set(range(len(vocab)))
+    else:
+        raise UserError(f"tokenizer {path}: not a tokenizers JSON file (no model.vocab)")
+    added = doc.get("added_tokens") or []
+    ids |= {t.get("id") for t in added if isinstance(t, dict) and isinstance(t.get("id"), int)}
     return max(ids) + 1 if ids else 0

@@ -33,7 +33,7 @@ from mutransfer.data.cache import (
 from mutransfer.data.config import DataConfig
 from mutransfer.data.memory import MemorySource
 from mutransfer.data.packing import packed_batches
-from mutransfer.data.parquet import epoch_order
+from mutransfer.data.parquet import check_split_tokens, epoch_order
 from mutransfer.data.prepare import prepare_cache
 from mutransfer.errors import UserError
 
@@ -60,6 +60,7 @@ class CachedStream:
         check_batch_args(split, batch_size, seq_len, start)
         if not sum(p[2] for p in self.places[split]):
             raise UserError(f"{self.name}: the {split} split has no text")
+        check_split_tokens(self.name, split, sum(p[2] for p in self.places[split]), seq_len)
         read_from = functools.partial(self._stream, split, seed)
         return packed_batches(read_from, split, batch_size, seq_len, seed, start)
 

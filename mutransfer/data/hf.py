@@ -156,12 +156,17 @@ def hf_files(cfg: DataConfig) -> FileSet:
     names = local_files(local, patterns, cfg.max_files)
     enough = len(names) >= (cfg.max_files or 1)
     if not enough:
+        # some files there, fewer than max_files: say so (before, only that the dataset is
+        # not there and where to place its files, which the user had done for these)
+        have = (f" ({len(names)} of the max_files {cfg.max_files} matching files are there: "
+                f"lower max_files to use them)" if names else "")
         try:
             import huggingface_hub  # noqa: F401  (optional dependency)
         except ImportError:
-            raise UserError(f"hf: {cfg.dataset} is not in {local} and huggingface_hub is not "
-                            f"installed: pip install 'mutransfer[hf]', or "
-                            f"{_where(local, patterns)}") from None
+            missing = "has too few files" if names else "is not"
+            raise UserError(f"hf: {cfg.dataset} {missing} in {local}{have} and "
+                            f"huggingface_hub is not installed: pip install 'mutransfer[hf]', "
+                            f"or {_where(local, patterns)}") from None
         try:
             names = _fetch(cfg, local, patterns)
         except UserError:
@@ -169,5 +174,5 @@ def hf_files(cfg: DataConfig) -> FileSet:
         except Exception as exc:  # offline, unknown repo, no access: all end the same way
             reason = first_line(exc)[:160]
             raise UserError(f"hf: could not fetch {cfg.dataset} ({type(exc).__name__}: "
-                            f"{reason}); offline, {_where(local, patterns)}") from None
+                            f"{reason}){have}; offline, {_where(local, patterns)}") from None
     return FileSet(root=_names_root(local, patterns), files=tuple(local / n for n in names))

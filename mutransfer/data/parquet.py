@@ -85,6 +85,7 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
     """Row groups of every shard, checking each file's schema; UserError when none has rows."""
     units = []
     nulls = 0  # rows whose text the files' statistics say is null
+    textless = 0  # rows whose text they say is null or empty
     for path, key in zip(fileset.files, fileset.keys()):
         meta = _open(path, name, text_column).metadata
         stat = path.stat()
@@ -93,7 +94,10 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
             n = meta.row_group(rg).num_rows
             if n:
                 units.append(Unit(path, key, rg, first, n, (stat.st_size, stat.st_mtime_ns)))
-                nulls += _null_count(meta.row_group(rg), text_column)
+                rg_nulls = _null_count(meta.row_group(rg), text_column)
+                nulls += rg_nulls
+                textless += n if rg_nulls == n or _all_empty(meta.row_group(rg),
+                                                             text_column) else rg_nulls
             first += n
     where = fileset.root if len(fileset.files) > 1 else fileset.files[0]
     if not units:
@@ -103,7 +107,24 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
     if nulls == rows:  # a stream of no text: refused here, not after a whole tokenizing pass
         raise UserError(f"{name}: {where}: every {text_column!r} value is null ({rows} rows): "
                         f"no text")
+    if textless == rows:  # "" everywhere: a stream of end-of-text tokens alone, as empty
+        raise UserError(f"{name}: {where}: every {text_column!r} value is empty or null "
+                        f"({rows} rows): no text")
     return units
+
+
+def _all_empty(row_group: pq.RowGroupMetaData, text_column: str) -> bool:
+    """Whether the row group's statistics say that every non-null text of the column is ""
+    (its largest value is the empty string; False when it has no statistics)."""
+    for j in range(row_group.num_columns):
+        col = row_group.column(j)
+        if col.path_in_schema == text_column:
+            stats = col.statistics
+            try:
+                return bool(stats is not None and stats.has_min_max and stats.max in ("", b""))
+            except Exception:  # statistics pyarrow cannot decode: no evidence either way
+                return False
+    return False
 
 
 def _null_count(row_group: pq.RowGroupMetaData, text_column: str) -> int:
@@ -190,6 +211,7 @@ class ParquetSource:
     def batches(self, split: Split, batch_size: int, seq_len: int, seed: int,
                 start: int = 0) -> Iterator[Batch]:
         check_batch_args(split, batch_size, seq_len, start)
+        self._check_tokens(split, seq_len)
         read_from = functools.partial(self._stream, split, seed)
         return packed_batches(read_from, split, batch_size, seq_len, seed, start)
 
@@ -204,6 +226,17 @@ class ParquetSource:
             if not any(self._mask(u, split, 0, u.n_rows).any() for u in self.units):
                 raise UserError(f"{self.name}: no document falls in the {split} split ({total} "
                                 f"rows, eval_fraction {self.eval_fraction}); use more rows")
+
+    def _check_tokens(self, split: Split, seq_len: int) -> None:
+        """UserError when the split's whole stream is shorter than one sequence. Counts row
+        groups only until there are enough tokens: one of a real corpus (its count is cached
+        and the first batch reads it anyway)."""
+        total = 0
+        for unit in self.units:
+            total += self._count(unit, split)
+            if total > seq_len:
+                return
+        check_split_tokens(self.name, split, total, seq_len)
 
     # -- reading -------------------------------------------------------------------------
     def _texts(self, unit: Unit, split: Split) -> Iterator[pa.Array]:
@@ -263,6 +296,17 @@ class ParquetSource:
             if pos > 0:  # the whole epoch was skipped, so `seen` is its size: jump epochs
                 self._epoch_tokens[split] = seen
                 epoch, pos = epoch + pos // seen, pos % seen
+
+
+def check_split_tokens(name: str, split: Split, tokens: int, seq_len: int) -> None:
+    """A split of fewer than seq_len + 1 tokens is refused, as the in-memory sources refuse
+    it (data/memory.py): its stream would repeat the same few tokens within each sequence,
+    which a model learns to copy (before: accepted, and an eval split of 63 tokens at
+    seq_len 1024 scored the copy)."""
+    if tokens < seq_len + 1:
+        more = "more documents" + (" or a larger eval_fraction" if split == "eval" else "")
+        raise UserError(f"{name}: the {split} split has {tokens} tokens, fewer than seq_len + "
+                        f"1 = {seq_len + 1}; use {more}")
 
 
 def describe_units(units: list[Unit], n_files: int, tok: Tokenizer, cfg: DataConfig) -> str:

@@ -139,13 +139,15 @@ def _stream(cfg: DataConfig, ref: CacheRef, folder: Path, workers: int | None,
         workers = 1
     results = _run_jobs(jobs, workers, progress)
     for k, split in enumerate(("train", "eval")):
-        if not sum(counts[k] for result in results for counts in result[0]):
-            # rows fell in the split, but every text of them is null: a cache of it could
-            # never give a batch, so none is written
+        if not sum(result[3][k] for result in results):
+            # rows fell in the split, but every text of them is null or empty: a cache of it
+            # could never give a batch (or would give end-of-text tokens alone), so none is
+            # written (statistics caught most such files before; a file without them here)
             raise UserError(f"{cfg.source}: the {split} split has no text (its "
-                            f"{cfg.text_column!r} values are all null) in {files.where}")
+                            f"{cfg.text_column!r} values are all null or empty) in "
+                            f"{files.where}")
     rows, shards, digests = [], [], []
-    for (i, _, file_units, *_), (counts, digest, shard) in zip(jobs, results):
+    for (i, _, file_units, *_), (counts, digest, shard, _) in zip(jobs, results):
         offset = 0
         for unit, (n_train, n_eval) in zip(file_units, counts):
             rows.append([unit.key, unit.row_group, unit.first_row, unit.n_rows, i,
@@ -197,29 +199,32 @@ def _quiet_worker() -> None:
 
 def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed: int,
                   eval_fraction: float, tokenizer: str, out: Path, source: str
-                  ) -> tuple[list[tuple[int, int]], str, dict[str, Any]]:
+                  ) -> tuple[list[tuple[int, int]], str, dict[str, Any], tuple[int, int]]:
     """Write one Parquet file's shard; ([(train, eval) tokens per row group], the file's
-    content hash, the shard's largest id and checksum). `source`: what errors are named by."""
+    content hash, the shard's largest id and checksum, the (train, eval) tokens that are not
+    end-of-text: the text). `source`: what errors are named by."""
     # imported here: the Parquet reader imports torch (see _memory)
     from mutransfer.data.parquet import encode_texts, unit_texts
 
     tok = make_tokenizer(tokenizer)
     counts = []
+    text = [0, 0]
     checksum = Checksum()
     with open(out, "wb") as f:
         for unit in units:
             sizes = []
-            for split in ("train", "eval"):
+            for k, split in enumerate(("train", "eval")):
                 n = 0
                 for texts in unit_texts(unit, split, text_column, split_seed, eval_fraction):
                     ids = encode_texts(tok, texts, unit, source, text_column)
                     f.write(ids.tobytes())
                     checksum.update(ids)
                     n += len(ids)
+                    text[k] += len(ids) - len(texts)  # one end-of-text token per document
                 sizes.append(n)
             counts.append((sizes[0], sizes[1]))
     return counts, file_digest(path), {"max_id": checksum.max_id,
-                                       "checksum": checksum.hexdigest()}
+                                       "checksum": checksum.hexdigest()}, (text[0], text[1])
 
 
 class _ProgressLine:

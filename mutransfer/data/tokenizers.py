@@ -21,6 +21,9 @@ import pyarrow.compute as pc
 
 from mutransfer.errors import UserError
 
+# tiktoken's published encodings: a name that is none of them, with tiktoken not installed,
+# is more likely a typo than an encoding (cost/vocab.py has their vocabularies)
+TIKTOKEN_NAMES = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base")
 # special tokens that end a document, in the order they are looked for in a tokenizer.json
 EOT_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "[EOS]", "<|eot_id|>")
 
@@ -119,8 +122,17 @@ class JsonTokenizer:
         texts = as_texts(docs)
         dtype = token_dtype(self.vocab_size)
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        try:
+            encoded = encode(texts, add_special_tokens=False)
+        except Exception as exc:  # tokenizers raises a bare Exception (a Unigram model
+            # without an unknown token meeting a character it has no piece for, ...): one line
+            # naming the tokenizer, not a traceback from inside the package
+            first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            raise UserError(f"tokenizer {self.name} cannot encode the data ({first}); give "
+                            f"it an unknown token or train it on this data (or use "
+                            f"tokenizer: byte)") from None
         parts = []
-        for enc in encode(texts, add_special_tokens=False):
+        for enc in encoded:
             parts.append(np.asarray(enc.ids, dtype=dtype))
             parts.append(np.array([self.eot], dtype=dtype))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
@@ -182,6 +194,11 @@ def make_tokenizer(name: str) -> Tokenizer:
     try:
         import tiktoken
     except ImportError:
+        if name not in TIKTOKEN_NAMES:  # a typo ("bytes", "Byte") more likely than an encoding
+            raise UserError(f"tokenizer {name!r}: not byte, a tokenizers JSON file (a path "
+                            f"ending in .json) or a tiktoken encoding ({', '.join(TIKTOKEN_NAMES)}"
+                            f"; another one needs the tiktoken package: pip install tiktoken)"
+                            ) from None
         raise UserError(f"tokenizer {name!r} needs the tiktoken package: pip install tiktoken "
                         "or 'mutransfer[data]' (or use tokenizer: byte)") from None
     known = tiktoken.list_encoding_names()
