@@ -10,11 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
 from mutransfer.analysis.coordplot import plot_coord_check
 from mutransfer.analysis.coordverdict import (
+    AXES,
     judge,
     seed_ranges,
     slopes,
@@ -72,7 +74,13 @@ class CoordResult:
     def text(self) -> str:
         """The slope table at the last step, the rule, and the verdict table."""
         s = self.settings
-        return verdict_text(self.slopes, self.verdicts, s.steps, s.tolerance, s.alpha, s.axis)
+        text = verdict_text(self.slopes, self.verdicts, s.steps, s.tolerance, s.alpha, s.axis)
+        diverged = self.verdicts[self.verdicts["largest"].str.startswith("diverged")]
+        if len(diverged):
+            text += (f"\n{', '.join(diverged['parameterization'])}: not finite already at the "
+                     f"smallest {'depth' if s.depths else 'width'} (lr {s.lr:g}): the sizes "
+                     "say nothing of scaling; lower --lr")
+        return text
 
     def write(self, out: str | Path) -> list[Path]:
         """coord.parquet, slopes.parquet, verdicts.parquet and the figure, under `out` (a
@@ -155,9 +163,23 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
     t0 = time.time()
     coord = run_coord_check(s, source, progress=progress)
     sl = slopes(coord, s.axis)
+    v = verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds,
+                 undecided_beyond=s.tolerance if s.axis == "width" else None)  # the band's width
     return CoordResult(settings=s, coord=coord, slopes=judge(sl, s.tolerance, s.alpha),
-                       verdicts=verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds,
-                                         # the band's own width
-                                         undecided_beyond=s.tolerance
-                                         if s.axis == "width" else None),
-                       elapsed_s=time.time() - t0)
+                       verdicts=_diverged_first(v, coord, s.axis), elapsed_s=time.time() - t0)
+
+
+def _diverged_first(v: pd.DataFrame, coord: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """A parameterization whose sizes are not finite already at the smallest width (or depth),
+    nearest the base model, diverged at this LR: its infinite slopes say nothing of scaling,
+    so it is INCONCLUSIVE, `largest` 'diverged at width W' (before: FAIL, a slope of +inf,
+    e.g. mup_ssm at --lr 1e30, which sp at that LR shares)."""
+    v = v.copy()
+    for i, r in v.iterrows():
+        runs = coord[coord["parameterization"] == r["parameterization"]]
+        at = runs[runs[axis] == runs[axis].min()]
+        if not np.isfinite(at[["rms", "drms"]].to_numpy(float)).all():
+            v.loc[i, ["verdict", "largest", "worst"]] = [
+                "INCONCLUSIVE", f"diverged at {AXES[axis]} {int(runs[axis].min())}", ""]
+            v.loc[i, ["robust", "undecided"]] = 0
+    return v

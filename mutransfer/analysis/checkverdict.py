@@ -279,6 +279,41 @@ def equivalence(lo: float, hi: float, tolerance: float) -> str:
     return ""
 
 
+def diverged_at(coord: pd.DataFrame, sizes: pd.DataFrame | None = None) -> int | None:
+    """The narrowest width when some size measured there (an activation's RMS or its update's,
+    a parameter's init or update RMS) is not finite, else None. The narrowest width is the
+    one nearest the base width, where every parameterization is the model's own init: a run
+    that blows up there says the coordinate LR is too large for the model, not how anything
+    scales with width, and the infinite slopes it gives are no violation (before: a correct
+    mup_ssm Mamba at check.coord.lr 10 FAILed naming W_B's LR, "grows as width^+inf")."""
+    if coord is None or coord.empty:
+        return None
+    narrowest = int(coord["width"].min())
+    tables = [(coord, ("rms", "drms"))]
+    if sizes is not None and not sizes.empty:
+        tables.append((sizes, ("w_rms", "dw_rms")))
+    for table, cols in tables:
+        at = table[table["width"] == narrowest]
+        values = at[[c for c in cols if c in at]].to_numpy(float)
+        if not np.isfinite(values).all():
+            return narrowest
+    return None
+
+
+def diverged_verdict(judged: pd.DataFrame, width: int, lr: float) -> Verdict:
+    """INCONCLUSIVE: the coordinate stage's runs blew up at the narrowest width (`width`), so
+    its slopes say nothing of width; lower the coordinate LR."""
+    counts = {"robust": int((judged["status"] == "robust").sum()),
+              "borderline": int((judged["status"] == "borderline").sum()),
+              "checked": int(len(judged))}
+    v = Verdict("INCONCLUSIVE", f"the coordinate check diverged: sizes are not finite "
+                f"already at the narrowest width {width} (coordinate LR {lr:g}), so they say "
+                f"nothing of how they scale with width", **counts)
+    v.advice.append(f"lower check.coord.lr (now {lr:g}): at width {width} the model is "
+                    f"nearly its own init, which must train at that LR")
+    return v
+
+
 def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str, str]],
            drift: dict | None, tolerance: float = 0.25, seeds: int = 0, steps: int = 0,
            widths: int = 0, param_order: dict[str, int] | None = None) -> Verdict:
@@ -316,6 +351,18 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
         if culprit is None:
             v.advice.append("no coordinate or parameter scales robustly, yet the optimum "
                             "moves: look at the roles' LR exponents (`mutransfer roles CONFIG`)")
+        return v
+    measured = int(d.get("n_widths", widths) or 0)
+    if test == "PASS" and widths and measured < widths:
+        # a width without an lr* (every LR of its window diverged or failed) is left out of
+        # the drift's fit: an interval over the others is no PASS for the widths asked
+        # (before: PASS, "inside", with the widest width missing)
+        v.verdict = "INCONCLUSIVE"
+        v.reason = (f"the coordinate check passes; {drift_words}, but from {measured} of "
+                    f"{widths} widths ({d.get('widths', '')}): the others have no lr*")
+        v.advice.append("a width without an optimum had no LR of check.lr that trained (the "
+                        "transfer search's report shows the losses): move check.lr below the "
+                        "LRs that diverge there")
         return v
     if test == "PASS":
         v.verdict = "PASS"

@@ -91,7 +91,7 @@ def _coord_stage(spec, out: Path, configs, lr: float):
     activations' slopes and every parameter tensor's init and update exponents together."""
     import pandas as pd
 
-    from mutransfer.analysis.checkverdict import judge_all
+    from mutransfer.analysis.checkverdict import diverged_at, judge_all
     from mutransfer.analysis.coordverdict import slopes
     from mutransfer.analysis.updates import expected_exponents, update_slopes
     from mutransfer.coord import anymodel
@@ -128,7 +128,7 @@ def _coord_stage(spec, out: Path, configs, lr: float):
                        update_slopes(sizes, expected, c.tolerance), c.tolerance, c.alpha)
     judged.to_parquet(out / "slopes.parquet", index=False)
     order = sizes.groupby("param")["order"].min().to_dict()
-    return coord, judged, behind, order
+    return coord, judged, behind, order, diverged_at(coord, sizes)
 
 
 def _transfer_round(spec, out: Path, seeds: list[int], deadline: float | None,
@@ -266,23 +266,27 @@ def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int |
 
 
 def _run(job: Checked, args) -> int:
-    from mutransfer.analysis.checkverdict import decide
+    from mutransfer.analysis.checkverdict import decide, diverged_verdict
 
     spec, out, configs = job.spec, job.out, job.configs
     t0 = time.time()
-    coord, judged, behind, order = _coord_stage(spec, out, configs, job.lr)
+    coord, judged, behind, order, diverged = _coord_stage(spec, out, configs, job.lr)
     c = spec.check
     r = Rounds()
     transfer = job.plan is not None  # not --coord-only
-    if transfer and not (judged["status"] == "robust").any():
+    if transfer and diverged is None and not (judged["status"] == "robust").any():
         r = _transfer_stage(spec, out, job.steps, job.budget, args.num_cpus, t0,
                             len(configs) * c.coord.steps)
     elif transfer:
-        print("transfer search: skipped, the coordinate stage already FAILs")
+        print("transfer search: skipped, the coordinate stage "
+              + ("already FAILs" if diverged is None else f"diverged at width {diverged}"))
     n_seeds = len(r.seeds or c.seeds)
-    v = decide(judged, coord, behind, r.drift, c.tolerance, seeds=n_seeds,
-               steps=int(spec.train.get("steps", 200)), widths=len(c.widths),
-               param_order=order)
+    if diverged is not None:  # its slopes are no evidence either way
+        v = diverged_verdict(judged, diverged, job.lr)
+    else:
+        v = decide(judged, coord, behind, r.drift, c.tolerance, seeds=n_seeds,
+                   steps=int(spec.train.get("steps", 200)), widths=len(c.widths),
+                   param_order=order)
     if v.verdict == "INCONCLUSIVE" and r.stopped and r.drift is None:
         v.reason = v.reason.replace("did not run", "did not finish")
         v.advice = [f"the budget ({r.stopped}) stopped the transfer search; its trials are "

@@ -254,6 +254,9 @@ def _check_fields(message: str, file: str) -> str:
     text = re.sub(r"^sweep: ", f"{file}: ", message)
     for ours, theirs in SWEEP_FIELDS:
         text = text.replace(f": {ours}", f": {theirs}", 1)
+    for ours, theirs in SWEEP_FIELDS[:3]:  # also inside the message: "check.seeds[2]: 1
+        # repeats axes.seed[1]" named a field the check file does not have
+        text = re.sub(rf"(?<![\w.]){re.escape(ours)}\b", theirs, text)
     return text.replace("the sweep file", "the check file")
 
 

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mutransfer.config import TrialConfig
-from mutransfer.coord.updates import snapshot, update_rows
+from mutransfer.coord.updates import snapshot, step_or_blow_up, update_rows
 from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
@@ -171,7 +171,7 @@ def measure(cfg: TrialConfig, spec, train_batches, probe
         loss = _loss(model, cfg, spec, train_batches[step])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
+        step_or_blow_up(opt)
     return rows, behind, sizes
 
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from mutransfer.config import ModelConfig, TrainConfig, TrialConfig
 from mutransfer.coord.settings import CoordSettings
+from mutransfer.coord.updates import step_or_blow_up
 from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
 from mutransfer.models.trace import tracing
@@ -82,7 +83,7 @@ def measure_one(cfg: TrialConfig, spec, train_batches, probe) -> list[dict]:
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
+        step_or_blow_up(opt)
     return rows
 
 

@@ -18,6 +18,23 @@ import torch.nn as nn
 from mutransfer.param.roles import owners
 
 
+def step_or_blow_up(opt) -> None:
+    """`opt.step()`; a step too large for the parameters' dtype (an LR near float32's range:
+    torch raises "value cannot be converted to type float without overflow") is a run that
+    diverged: its parameters become NaN, as an infinite step would leave them, and the sizes
+    measured after it are not finite (before: the coordinate check ended in that
+    traceback)."""
+    try:
+        opt.step()
+    except RuntimeError as exc:
+        if "overflow" not in str(exc):
+            raise
+        with torch.no_grad():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    p.fill_(float("nan"))
+
+
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
     """A copy of every parameter tensor (shared ones once, under their first name)."""
     return {name: getattr(module, local).detach().float().clone()
