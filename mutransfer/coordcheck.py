@@ -68,7 +68,8 @@ class CoordResult:
         s = self.settings
         where = (f"width {s.widths[0]}, depths {sorted(set(s.depths))}" if s.depths
                  else f"widths {sorted(set(s.widths))}")
-        return (f"coordinate check: {s.optimizer}, lr {s.lr:g}, {s.steps} steps, seeds "
+        steps = f"{s.steps} step{'s' * (s.steps != 1)}"
+        return (f"coordinate check: {s.optimizer}, lr {s.lr:g}, {steps}, seeds "
                 f"{seed_ranges(s.seeds)}, {where}, {self.elapsed_s:.0f} s")
 
     def text(self) -> str:

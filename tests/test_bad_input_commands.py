@@ -19,7 +19,7 @@ EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*_check.yaml"))
 CHECK = {"name": "small_check", "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
          "data": {"source": "synthetic"},
          "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5},
-         "check": {"widths": [16, 32], "seeds": [0, 1], "lr": [0.001, 0.01],
+         "check": {"widths": [16, 32], "seeds": [0, 1], "lr": [0.001, 0.01, 0.1],
                    "budget": {"minutes": 1, "seeds": 4},
                    "coord": {"steps": 1, "seeds": [0, 1], "batch_size": 2, "seq_len": 16}}}
 
@@ -115,6 +115,10 @@ MALFORMED = [
     # (case, changes to CHECK, what the one line says after the file's name)
     ("tolerance 0", {"check.tolerance": 0}, "check.tolerance: Input should be greater than 0"),
     ("tolerance nan", {"check.tolerance": float("nan")}, "check.tolerance: nan is not a finite"),
+    # before: accepted, and every lr* an edge bound: the check could only end INCONCLUSIVE
+    ("two LRs", {"check.lr": [0.001, 0.01]}, "check.lr: Value error, 2 LRs: give at least 3"),
+    ("a range of two LRs", {"check.lr": {"log2": [-8, -7], "per_octave": 1}},
+     "check.lr: Value error, 2 LRs: give at least 3"),
     ("a budget below one seed set", {"check.budget.seeds": 1},
      "check: Value error, budget.seeds 1 is too small for one seed set"),
     ("an unknown key", {"check.widht": [16, 32]}, "check.widht: Extra inputs are not permitted"),

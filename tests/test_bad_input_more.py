@@ -255,7 +255,7 @@ def test_coord_check_refuses_a_batch_no_machine_holds(tmp_path, capsys, no_measu
 
 CHECK = {"name": "more_check", "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
          "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5},
-         "check": {"widths": [16, 32], "seeds": [0], "lr": [0.001, 0.01],
+         "check": {"widths": [16, 32], "seeds": [0], "lr": [0.001, 0.01, 0.1],
                    "budget": {"minutes": 1, "seeds": 1},
                    "coord": {"steps": 1, "seeds": [0, 1], "batch_size": 2, "seq_len": 16}}}
 

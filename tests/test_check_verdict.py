@@ -225,7 +225,7 @@ def test_bad_tolerance_or_a_budget_below_one_seed_set_is_one_line_exit_2(tmp_pat
 
 @pytest.mark.parametrize("check,named", [
     ({"lr": {"log2": [-3, -10]}}, "check.lr.log2: range upside down"),
-    ({"lr": [0.1, -0.1]}, "check.lr[1]: -0.1 is not a positive learning rate"),
+    ({"lr": [0.1, -0.1, 0.2]}, "check.lr[1]: -0.1 is not a positive learning rate"),
     ({"search": {"window": 0}}, "check.search.window:"),
     ({"search": {"bogus": 1}}, "check.search.bogus:"),
 ])

@@ -372,7 +372,7 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     v.verdict = "INCONCLUSIVE"
     if drift is None:
         v.reason = "the coordinate check passes, but the transfer stage did not run"
-        v.advice.append("run without --coord-only (or raise the budget) for the lr* drift")
+        v.advice.append("run without --coord-only for the lr* drift")
     elif not has_ci:
         v.reason = f"the coordinate check passes, but the lr* drift has no interval " \
                    f"({d.get('note') or 'too few widths with an optimum'})"

@@ -88,6 +88,7 @@ class CheckBudget(StrictModel):
 # over 64-512: the same seeds give a 0.71x smaller s.e. from the data for ~4% more
 # trial-seconds; benchmarks/README.md, "Why a correct model could not PASS").
 DEFAULT_WIDTHS = [32, 64, 128, 256, 512]
+MIN_LRS = 3  # check.lr: the fewest LRs that can hold an optimum inside the grid
 
 
 class CheckOptions(StrictModel):
@@ -126,6 +127,23 @@ class CheckOptions(StrictModel):
         if kind != "transfer":  # before: "search: seed_tolerance is an option of kind ..."
             raise ValueError(f"kind {kind}: the check's search is a transfer search; give "
                              f"only its options (e.g. window), or leave out kind")
+        return value
+
+    @field_validator("lr")
+    @classmethod
+    def _three_lrs(cls, value: LRRange | list[float]) -> LRRange | list[float]:
+        """An optimum inside the grid needs an LR on each side of it: with fewer than 3 every
+        lr* is an edge bound, and the check could only end INCONCLUSIVE."""
+        # an upside-down range, a repeat or a value that is no LR: refused by the sweep's own
+        # reading of the grid, which names the entry
+        if isinstance(value, LRRange):
+            n = round((value.log2[1] - value.log2[0]) * value.per_octave) + 1
+        else:
+            n = len(value)
+        if 0 < n < MIN_LRS:
+            raise ValueError(f"{n} LR{'s' * (n != 1)}: give at least {MIN_LRS} (an optimum "
+                             "inside the grid needs an LR on each side of it; with fewer, every "
+                             "lr* is an edge bound and the check can only end INCONCLUSIVE)")
         return value
 
     @field_validator("widths")
