@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 from xdist.scheduler import LoadScopeScheduling
 
 from mutransfer.data.base import DataSpec
+from mutransfer.data.tokenizers import make_tokenizer
 
 BYTES = DataSpec(kind="tokens", vocab_size=256, input_dim=None, output_dim=256, loss="ce")
 
@@ -58,6 +60,15 @@ def _one_thread():
 @pytest.fixture
 def byte_spec() -> DataSpec:
     return BYTES
+
+
+@pytest.fixture
+def no_tiktoken(monkeypatch):
+    """tiktoken not installed (what a tokenizer name then says)."""
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    make_tokenizer.cache_clear()
+    yield
+    make_tokenizer.cache_clear()
 
 
 RAY_FIXTURE = "ray_local"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 
 import numpy as np
 import pyarrow as pa
@@ -33,14 +32,6 @@ def test_token_dtype_is_the_smallest_that_fits():
     assert token_dtype(256) == np.uint8
     assert token_dtype(257) == token_dtype(50257) == np.uint16
     assert token_dtype(100277) == np.uint32
-
-
-@pytest.fixture
-def no_tiktoken(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tiktoken", None)
-    make_tokenizer.cache_clear()
-    yield
-    make_tokenizer.cache_clear()
 
 
 def test_a_tiktoken_name_without_tiktoken_says_what_to_install(no_tiktoken, tmp_path):

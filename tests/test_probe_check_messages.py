@@ -8,13 +8,7 @@ import pytest
 import yaml
 
 from mutransfer.cli import main
-
-CHECK = {"name": "repeats", "model": {"n_layer": 1, "d_state": 4, "base_width": 16},
-         "data": {"source": "synthetic"},
-         "train": {"steps": 10, "batch_size": 2, "seq_len": 16, "eval_every": 5},
-         "check": {"widths": [16, 32], "seeds": [0, 1], "lr": [0.001, 0.01, 0.1],
-                   "budget": {"minutes": 1, "seeds": 4},
-                   "coord": {"steps": 1, "seeds": [0, 1], "batch_size": 2, "seq_len": 16}}}
+from tests.test_bad_input_commands import CHECK
 
 
 @pytest.mark.parametrize("field,value,says", [

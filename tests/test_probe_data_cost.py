@@ -78,31 +78,14 @@ def test_the_vocabulary_of_a_unigram_file_is_the_one_the_tokenizer_loads(tmp_pat
     assert _json_vocab(path) == make_tokenizer(str(path)).vocab_size
 
 
-def saved_bytes(cfg: TrialConfig, vocab: int = 256) -> int:
+def saved_bytes(cfg: TrialConfig, vocab: int = 256) -> float:
     """Bytes of the tensors autograd saves in one training forward (weights excluded, every
-    storage once), as tests/test_cost.py measures them."""
-    import torch
-
+    storage once): benchmarks/memory_estimate.py's measure."""
+    from benchmarks.memory_estimate import measure_cpu_saved
     from mutransfer.data.base import DataSpec
-    from mutransfer.models.build import build_model
-    from mutransfer.train import loss_fn
 
-    spec = DataSpec(kind="tokens", vocab_size=vocab, input_dim=None, output_dim=vocab,
-                    loss="ce")
-    model = build_model(cfg, spec)
-    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in weights:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    b, n = cfg.train.batch_size, cfg.train.seq_len
-    x, y = torch.randint(0, vocab, (b, n)), torch.randint(0, vocab, (b, n))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss_fn("ce")(model(x), y)
-    return sum(seen.values())
+    return measure_cpu_saved(cfg, DataSpec(kind="tokens", vocab_size=vocab, input_dim=None,
+                                           output_dim=vocab, loss="ce"))
 
 
 @pytest.mark.parametrize("d_state,batch,seq_len", [(64, 1, 512), (128, 1, 256), (16, 4, 128)])

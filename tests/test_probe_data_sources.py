@@ -115,14 +115,6 @@ def test_a_parquet_split_shorter_than_one_sequence_is_refused(tmp_path, cache):
     assert tuple(inputs.shape) == (2, 16)
 
 
-@pytest.fixture
-def no_tiktoken(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tiktoken", None)
-    make_tokenizer.cache_clear()
-    yield
-    make_tokenizer.cache_clear()
-
-
 def test_a_tokenizer_name_that_is_no_tokenizer_is_called_one_not_a_missing_package(no_tiktoken):
     # before: "tokenizer 'Byte' needs the tiktoken package: pip install tiktoken"
     with pytest.raises(UserError) as err:
