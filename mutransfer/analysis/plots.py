@@ -65,7 +65,9 @@ def loss_limits(cells: pd.DataFrame, optima: pd.DataFrame | None = None) -> tupl
     if optima is not None and len(optima):
         fitted = optima["loss_at_opt"].to_numpy(dtype=float)
         fitted = fitted[np.isfinite(fitted)]
-        lo = min(lo, float(fitted.min())) if len(fitted) else lo
+        if len(fitted):  # every width's star in range, below and above (one LR per width:
+            # a width whose bowl sits above the others' had its star pinned to the top)
+            lo, hi = min(lo, float(fitted.min())), max(hi, float(fitted.max()))
     return pad_limits(lo, hi, 0.04)
 
 
@@ -224,7 +226,9 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     if not a.prepared.stopped.empty:
         handles.append(Line2D([], [], ls="", marker="v", ms=6, mfc="white", mec="grey",
                               mew=1.4, label="stopped early (search.stop;\nnot fitted)"))
-    fig.legend(handles=handles, loc="outside right center", frameon=False)
+    # one column grew taller than the figure with many widths and ran into the title
+    fig.legend(handles=handles, loc="outside right center", frameon=False,
+               ncols=1 if len(handles) <= 12 else 2)
     fig.suptitle("Final eval loss against learning rate, by width" if a.choice.is_default
                  else f"Final eval loss against {a.choice.target}, by {a.scale_name('width')}")
     return save(fig, path)
@@ -256,6 +260,7 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
     colors = family_colors([lab for lab, _ in fams])
     drift_by = dict(families(a, a.drift))
     for i, (label, opt) in enumerate(fams):
+        missing = sorted(int(w) for w in opt.loc[~np.isfinite(opt["lr_opt"]), "width"])
         opt = opt[np.isfinite(opt["lr_opt"])].sort_values("width")
         col = colors[label]
         shift = dodge(i, len(fams))  # families' bars at one width side by side, not stacked
@@ -264,6 +269,9 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
         text = (f"{label}: slope {d['slope']:+.2f}{_interval_text(d['ci_low'], d['ci_high'])}"
                 + BOUND_WORDS.get(str(d.get("edge_bound", "")), "")
                 if np.isfinite(d["slope"]) else label)
+        if missing:  # say so: a width left out of the figure silently read as never run
+            text += (f"\n  no lr* at {a.scale_name('width')} "
+                     f"{', '.join(map(str, missing))} (see the lr* table)")
         y = opt["lr_opt"].to_numpy()
         err = np.vstack([y - opt["ci_low"].fillna(opt["lr_opt"]).to_numpy(),
                          opt["ci_high"].fillna(opt["lr_opt"]).to_numpy() - y])
@@ -286,10 +294,11 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
                      "(slope 0 = transfer)")
     ax.grid(alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
-    if (~a.lr_opt["edge"] & a.lr_opt["ci_low"].isna()).any():
+    drawn = np.isfinite(a.lr_opt["lr_opt"].to_numpy(float))  # a width without lr* has no mark
+    if (drawn & ~a.lr_opt["edge"] & a.lr_opt["ci_low"].isna()).any():
         handles.append(Line2D([], [], ls="", marker="s", mfc="white", mec="grey",
                               label="no interval (see the lr* table)"))
-    if a.lr_opt["edge"].any():
+    if (drawn & a.lr_opt["edge"].to_numpy(bool)).any():
         handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="grey",
                               label="on the grid edge (a bound)"))
     if np.isfinite(a.drift["slope"]).any():
