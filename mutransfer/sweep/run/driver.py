@@ -10,6 +10,7 @@ Ray is started, so a bad sweep writes nothing. Then the driver takes the store's
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -199,6 +200,11 @@ def check_out(out: Any) -> TextIO:
     writable = getattr(out, "writable", None)
     if callable(writable) and not writable():
         raise UserError("out: the stream is not open for writing")
+    if isinstance(out, (io.RawIOBase, io.BufferedIOBase)) or "b" in str(getattr(out, "mode", "")):
+        # before: TypeError 'a bytes-like object is required' at the header, after the store
+        # was created
+        raise UserError("out: a binary stream; give a text stream (a file opened with 'w', "
+                        "io.StringIO, sys.stdout)")
     return out
 
 
