@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "TrialConfig": "mutransfer.config",
     "run_trial": "mutransfer.train",
-    "run": "mutransfer.sweep.run.driver",
+    "run": "mutransfer.commands.api",  # driver.run after the factory probe the CLI makes
     "SweepResult": "mutransfer.sweep.run.driver",
     "read_tables": "mutransfer.results.store",
     "analyze": "mutransfer.analysis",

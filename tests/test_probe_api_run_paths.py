@@ -50,3 +50,19 @@ def test_run_refuses_a_binary_out_stream_before_writing(tmp_path):
             with pytest.raises(UserError, match="out: a binary stream"):
                 mutransfer.run(spec, storage=store, num_cpus=1, out=out)
             assert not store.exists()
+
+
+def test_run_refuses_a_model_factory_that_does_not_import_before_writing(tmp_path):
+    """`mutransfer sweep` refused it in one line; `mutransfer.run` created the store, started
+    Ray and returned a SweepResult with every trial failed."""
+    import pytest
+
+    import mutransfer
+    from mutransfer.errors import UserError
+    from tests.sweeps import tiny_sweep
+
+    spec = tiny_sweep("fac", {"width": [16, 32], "lr": [0.01]}, storage=str(tmp_path / "s"))
+    spec["model"] = {"arch": "nomod_mutransfer_probe.sub:f", "base_width": 16}
+    with pytest.raises(UserError, match="cannot import nomod_mutransfer_probe"):
+        mutransfer.run(spec, num_cpus=1)
+    assert not (tmp_path / "s").exists()

@@ -100,20 +100,35 @@ def run_sweep(args: SweepArgs) -> int:
     return 0
 
 
-def probe_factories(path: str) -> None:
+def probe_factories(spec, storage: str | None = None) -> None:
     """A `package.module:factory` arch is imported and its model probed at the smallest and
     largest width before any trial starts (one line, exit 2, on a bad factory); the sweep runs
-    its code anyway."""
+    its code anyway. `spec`: a sweep file's path, a dict or a SweepSpec."""
     from mutransfer.config import BUILTIN_ARCHS
-    from mutransfer.configbase import read_yaml
 
-    model = read_yaml(path).get("model") if isinstance(path, str) else None
+    model = _model_section(spec)
     if not isinstance(model, dict) or str(model.get("arch", "mamba")) in BUILTIN_ARCHS:
-        return  # nothing to import (a malformed file: the sweep's own check says why)
+        return  # nothing to import (a malformed spec: the sweep's own check says why)
     from mutransfer.commands.options import factory_note
     from mutransfer.sweep.run.driver import prepare
 
-    factory_note(prepare(path, check_data=False), import_model=True)
+    factory_note(prepare(spec, storage, check_data=False), import_model=True)
+
+
+def _model_section(spec) -> object:
+    """The spec's `model:` section, or None where it cannot be read here."""
+    import os
+
+    from mutransfer.configbase import read_yaml
+
+    if isinstance(spec, (str, os.PathLike)):
+        try:
+            return read_yaml(os.fspath(spec)).get("model")
+        except UserError:  # unreadable or malformed: the run's own checks say why
+            return None
+    if isinstance(spec, dict):
+        return spec.get("model")
+    return getattr(spec, "model", None)
 
 
 def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
