@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from mutransfer.analysis.checkverdict import diverged_at
 from mutransfer.analysis.coordplot import plot_coord_check
 from mutransfer.analysis.coordverdict import (
     AXES,
@@ -177,10 +177,9 @@ def _diverged_first(v: pd.DataFrame, coord: pd.DataFrame, axis: str) -> pd.DataF
     e.g. mup_ssm at --lr 1e30, which sp at that LR shares)."""
     v = v.copy()
     for i, r in v.iterrows():
-        runs = coord[coord["parameterization"] == r["parameterization"]]
-        at = runs[runs[axis] == runs[axis].min()]
-        if not np.isfinite(at[["rms", "drms"]].to_numpy(float)).all():
+        at = diverged_at(coord[coord["parameterization"] == r["parameterization"]], axis=axis)
+        if at is not None:
             v.loc[i, ["verdict", "largest", "worst"]] = [
-                "INCONCLUSIVE", f"diverged at {AXES[axis]} {int(runs[axis].min())}", ""]
+                "INCONCLUSIVE", f"diverged at {AXES[axis]} {at}", ""]
             v.loc[i, ["robust", "undecided"]] = 0
     return v

@@ -279,21 +279,30 @@ def equivalence(lo: float, hi: float, tolerance: float) -> str:
     return ""
 
 
-def diverged_at(coord: pd.DataFrame, sizes: pd.DataFrame | None = None) -> int | None:
+def status_counts(judged: pd.DataFrame) -> dict[str, int]:
+    """The judged slopes' robust and borderline counts and how many were checked."""
+    return {"robust": int((judged["status"] == "robust").sum()),
+            "borderline": int((judged["status"] == "borderline").sum()),
+            "checked": int(len(judged))}
+
+
+def diverged_at(coord: pd.DataFrame, sizes: pd.DataFrame | None = None,
+                axis: str = "width") -> int | None:
     """The narrowest width when some size measured there (an activation's RMS or its update's,
     a parameter's init or update RMS) is not finite, else None. The narrowest width is the
     one nearest the base width, where every parameterization is the model's own init: a run
     that blows up there says the coordinate LR is too large for the model, not how anything
     scales with width, and the infinite slopes it gives are no violation (before: a correct
-    mup_ssm Mamba at check.coord.lr 10 FAILed naming W_B's LR, "grows as width^+inf")."""
+    mup_ssm Mamba at check.coord.lr 10 FAILed naming W_B's LR, "grows as width^+inf").
+    `axis`: n_layer for a depth check (the shallowest depth, then)."""
     if coord is None or coord.empty:
         return None
-    narrowest = int(coord["width"].min())
+    narrowest = int(coord[axis].min())
     tables = [(coord, ("rms", "drms"))]
     if sizes is not None and not sizes.empty:
         tables.append((sizes, ("w_rms", "dw_rms")))
     for table, cols in tables:
-        at = table[table["width"] == narrowest]
+        at = table[table[axis] == narrowest]
         values = at[[c for c in cols if c in at]].to_numpy(float)
         if not np.isfinite(values).all():
             return narrowest
@@ -303,9 +312,7 @@ def diverged_at(coord: pd.DataFrame, sizes: pd.DataFrame | None = None) -> int |
 def diverged_verdict(judged: pd.DataFrame, width: int, lr: float) -> Verdict:
     """INCONCLUSIVE: the coordinate stage's runs blew up at the narrowest width (`width`), so
     its slopes say nothing of width; lower the coordinate LR."""
-    counts = {"robust": int((judged["status"] == "robust").sum()),
-              "borderline": int((judged["status"] == "borderline").sum()),
-              "checked": int(len(judged))}
+    counts = status_counts(judged)
     v = Verdict("INCONCLUSIVE", f"the coordinate check diverged: sizes are not finite "
                 f"already at the narrowest width {width} (coordinate LR {lr:g}), so they say "
                 f"nothing of how they scale with width", **counts)
@@ -323,9 +330,7 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     inside ±tolerance, FAIL when it lies outside; straddling, it is INCONCLUSIVE, with the
     seeds that would decide it (`seeds`: how many the drift was measured with)."""
     culprit = culprit_of(judged, coord, behind, param_order)
-    counts = {"robust": int((judged["status"] == "robust").sum()),
-              "borderline": int((judged["status"] == "borderline").sum()),
-              "checked": int(len(judged))}
+    counts = status_counts(judged)
     d = drift or {}
     slope = float(d.get("slope", math.nan))
     lo, hi = float(d.get("ci_low", math.nan)), float(d.get("ci_high", math.nan))

@@ -136,7 +136,9 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
         raise UserError(f"max_cells {max_cells}: give at least 1")
     sweep, source, text = _load(spec)
     check_size(sweep, source, max_cells)  # before a single cell is built
-    plan = build_plan(sweep, source=source)
+    # the grid's LRs onto those its store already ran (a widened range: axes.snap_lrs)
+    plan = build_plan(sweep, source=source,
+                      known_lrs=stored_lrs(storage or sweep.storage_location))
     plan.file_text = text
     try:  # a trial that cannot fit its GPU share: refused now, not as an OOM hours in
         check_fit(plan.spec.resources, [u.config for u in (plan.groups or plan.cells)])
@@ -149,10 +151,6 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
             plan.spec.storage = storage
         except ValueError as exc:  # pydantic's ValidationError: a control character, s3://
             raise UserError(format_validation_error(exc)) from None
-    known = stored_lrs(plan.spec.storage_location)
-    if known:  # the grid's LRs onto those the store ran (a widened range: axes.snap_lrs)
-        plan = build_plan(plan.spec, source=source, known_lrs=known)
-        plan.file_text = text
     check_storage_reachable(plan.spec.storage_location, address)
     if address is not None and address != "local":
         probe(address)  # an unreachable cluster is an input error: found before writing
