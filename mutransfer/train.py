@@ -37,6 +37,7 @@ from mutransfer.divergence import DivergenceMonitor
 from mutransfer.errors import UserError
 from mutransfer.models.build import build_model
 from mutransfer.models.data_init import needs_sample
+from mutransfer.models.factory import check_output
 from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn
 from mutransfer.optim import decay_timescales, make_optimizer, schedule_factor, set_lr
 
@@ -104,14 +105,9 @@ def _check_output_shape(arch: str, out, targets: torch.Tensor, kind: str,
     the targets' own shape under mse.
     Flattened for the loss, a transposed (L, b, ...) output would otherwise be scored against
     the wrong targets, silently."""
-    if not isinstance(out, torch.Tensor):
-        raise UserError(f"model.arch {arch}: the forward pass returned {type(out).__name__}, "
-                        f"not a tensor")
     want = (*targets.shape, classes) if kind == "ce" else tuple(targets.shape)
-    if tuple(out.shape) != want:
-        raise UserError(f"model.arch {arch}: the forward pass returned shape {tuple(out.shape)} "
-                        f"for a batch of {targets.shape[0]} sequences of length "
-                        f"{targets.shape[1]}; expected {want}")
+    check_output(arch, out, want, f"a batch of {targets.shape[0]} sequences of length "
+                 f"{targets.shape[1]}")
 
 
 def _scalar_loss(arch: str, loss) -> torch.Tensor:

@@ -238,13 +238,20 @@ def _check_output(cfg, spec, model: nn.Module, batch: int, length: int) -> None:
         raise UserError(f"model.arch {arch}: the forward pass failed on {given} of shape "
                         f"{tuple(ids.shape)} ({type(exc).__name__}: {first_line(exc)})"
                         ) from None
+    what = ("a scalar loss (loss: custom)" if custom else "logits (batch, L, vocab)"
+            if spec.kind == "tokens" else "outputs (batch, L, output_dim)")
+    check_output(arch, out, () if custom else (batch, length, spec.output_dim),
+                 f"{given} {tuple(ids.shape)}", what)
+
+
+def check_output(arch: str, out, want: tuple[int, ...], given: str, what: str = "") -> None:
+    """UserError (one line) unless the forward pass returned a tensor of shape `want`: the
+    probe's check before a run, and the trainer's at every forward (`given`: what the model
+    was given; `what`: what the output should be)."""
     if not isinstance(out, torch.Tensor):
         raise UserError(f"model.arch {arch}: the forward pass returned {type(out).__name__}, "
                         "not a tensor")
-    want = () if custom else (batch, length, spec.output_dim)
     if tuple(out.shape) != want:
-        what = ("a scalar loss (loss: custom)" if custom else "logits (batch, L, vocab)"
-                if spec.kind == "tokens" else "outputs (batch, L, output_dim)")
         raise UserError(f"model.arch {arch}: the forward pass returned shape "
-                        f"{tuple(out.shape)} for {given} {tuple(ids.shape)}; expected {what} "
-                        f"{want}")
+                        f"{tuple(out.shape)} for {given}; expected "
+                        f"{what + ' ' if what else ''}{want}")
