@@ -116,25 +116,26 @@ def shard_units(fileset: FileSet, name: str, text_column: str) -> list[Unit]:
 def _all_empty(row_group: pq.RowGroupMetaData, text_column: str) -> bool:
     """Whether the row group's statistics say that every non-null text of the column is ""
     (its largest value is the empty string; False when it has no statistics)."""
-    for j in range(row_group.num_columns):
-        col = row_group.column(j)
-        if col.path_in_schema == text_column:
-            stats = col.statistics
-            try:
-                return bool(stats is not None and stats.has_min_max and stats.max in ("", b""))
-            except Exception:  # statistics pyarrow cannot decode: no evidence either way
-                return False
-    return False
+    stats = _text_stats(row_group, text_column)
+    try:
+        return bool(stats is not None and stats.has_min_max and stats.max in ("", b""))
+    except Exception:  # statistics pyarrow cannot decode: no evidence either way
+        return False
 
 
 def _null_count(row_group: pq.RowGroupMetaData, text_column: str) -> int:
     """Nulls of the column in a row group by its statistics (0 when it has none)."""
+    stats = _text_stats(row_group, text_column)
+    return int(stats.null_count) if stats is not None and stats.has_null_count else 0
+
+
+def _text_stats(row_group: pq.RowGroupMetaData, text_column: str):
+    """The statistics of the text column in a row group (None without them or the column)."""
     for j in range(row_group.num_columns):
         col = row_group.column(j)
         if col.path_in_schema == text_column:
-            stats = col.statistics
-            return int(stats.null_count) if stats is not None and stats.has_null_count else 0
-    return 0
+            return col.statistics
+    return None
 
 
 def epoch_order(n_units: int, split: Split, seed: int, epoch: int) -> np.ndarray:
