@@ -31,8 +31,14 @@ def check_shapes(u, delta, A, B, C, D=None, z=None, delta_bias=None) -> None:
             raise ValueError(f"{name} must be (dim,) = ({dim},), got {tuple(t.shape)}")
     if z is not None and z.shape != u.shape:
         raise ValueError(f"z must be shaped like u {tuple(u.shape)}, got {tuple(z.shape)}")
-    for name, t in (("u", u), ("delta", delta), ("A", A), ("B", B), ("C", C), ("D", D),
-                    ("z", z), ("delta_bias", delta_bias)):
+    check_real_floats(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias)
+
+
+def check_real_floats(**tensors) -> None:
+    """Each tensor given (None: absent) is real floating point: a ValueError naming the
+    first that is not (an integer one came back truncated; a complex one lost its
+    imaginary part)."""
+    for name, t in tensors.items():
         if t is not None and not t.is_floating_point():
             raise ValueError(f"{name} must be a real floating-point tensor, got {t.dtype}")
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from mutransfer.errors import UserError
+from mutransfer.ops.common import check_real_floats
 from mutransfer.ops.ssd_chunked import ssd_chunked
 from mutransfer.ops.ssd_mamba_ssm import ssd_mamba_ssm
 from mutransfer.ops.ssd_reference import ssd_quadratic, ssd_sequential
@@ -83,10 +84,7 @@ def check_ssd_shapes(x, dt, A, B, C, D=None, dt_bias=None, chunk_size: int = 64)
                          f" {(batch, L)}, got {tuple(B.shape)} and {tuple(C.shape)}")
     if heads % B.shape[2]:
         raise ValueError(f"{B.shape[2]} groups do not divide {heads} heads")
-    for name, t in (("x", x), ("dt", dt), ("A", A), ("B", B), ("C", C), ("D", D),
-                    ("dt_bias", dt_bias)):
-        if t is not None and not t.is_floating_point():
-            raise ValueError(f"{name} must be a real floating-point tensor, got {t.dtype}")
+    check_real_floats(x=x, dt=dt, A=A, B=B, C=C, D=D, dt_bias=dt_bias)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
 
