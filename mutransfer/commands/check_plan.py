@@ -265,6 +265,15 @@ def _count(n: int, what: str) -> str:
 
 
 def seed_text(seeds: list[int] | None) -> str:
+    """Seeds as runs of consecutive values: '0-3', '0, 5, 9-10', '-2..1' (a run that starts
+    below zero takes '..', so that '-1-0' is never read as a subtraction)."""
     if not seeds:
         return "-"
-    return f"{min(seeds)}-{max(seeds)}" if len(seeds) > 1 else str(seeds[0])
+    runs: list[list[int]] = []
+    for s in sorted(set(seeds)):
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(str(r[0]) if len(r) == 1 else
+                     f"{r[0]}{'-' if r[0] >= 0 else '..'}{r[-1]}" for r in runs)
