@@ -59,7 +59,7 @@ def run(args) -> int:
         checks.append(lambda r: r.skip("Ray cluster (no --address: sweeps start a local Ray)"))
     checks.append(lambda r: storage(r, args.storage, args.file))
     if args.file:
-        checks.append(lambda r: sweep_file(r, args.file))
+        checks.append(lambda r: sweep_file(r, args.file, args.address))
     for check in checks:
         check(report)
     sys.stdout.flush()
@@ -209,7 +209,7 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
     r.ok(f"storage {location}: writable ({nearest_existing(path)})")
 
 
-def sweep_file(r: Report, path: str) -> None:
+def sweep_file(r: Report, path: str, address: str | None = None) -> None:
     from mutransfer.commands.check_spec import is_check_file
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
@@ -223,6 +223,8 @@ def sweep_file(r: Report, path: str) -> None:
         return
     what = "a check file" if kind == "check" else f"{plan.n_trials} trials"
     r.ok(f"{path}: valid, {what}; data and tokenizer present")
+    if address is None:
+        _or_fail(r, "", lambda: _gpus_here(plan, path))
     for raw in plan.data_configs():
         cfg = DataConfig.model_validate(raw)
         if cfg.source not in CACHED_SOURCES:
@@ -234,6 +236,28 @@ def sweep_file(r: Report, path: str) -> None:
         # a folder that takes no file was refused with the plan (data/preflight.py)
         r.ok(f"token cache of {cfg.source} ({cfg.tokenizer}): not prepared yet; the "
              f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")
+
+
+def _gpus_here(plan, path: str) -> None:
+    """With no --address a sweep runs on a local Ray, on this machine's devices: a trial
+    that asks Ray for more GPUs than it has would wait forever (the sweep refuses it once
+    Ray is up), one on `device: cuda` without a CUDA device fails; UserError for either,
+    instead of `ready`."""
+    import torch
+
+    from mutransfer.errors import UserError
+    from mutransfer.sweep.plan.packing import gpus_for
+
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    configs = [u.config for u in (plan.groups or plan.cells)]
+    need = max(gpus_for(plan.spec.resources, c) for c in configs)
+    elsewhere = "; run it on a cluster (doctor --address HEAD:6379 checks one)"
+    if need > have:
+        raise UserError(f"{path}: a trial asks for {need:g} GPUs (resources.gpus_per_trial) "
+                        f"but this machine has {have}{elsewhere}")
+    if not have and any(c["train"].get("device") == "cuda" for c in configs):
+        raise UserError(f"{path}: train.device cuda, but this machine has no CUDA "
+                        f"device{elsewhere}")
 
 
 def _check_plan(path: str):

@@ -6,8 +6,9 @@ import argparse
 import re
 import sys
 
-# what `sweep --address` takes (the GCS or the Ray client), never the dashboard
-_NOT_A_DASHBOARD = re.compile(r"^(auto|local|ray://.*|[^/]*:(6379|10001)/?)$")
+# what `sweep --address` takes (the GCS or the Ray client), never the dashboard; also as a
+# URL: http://HEAD:6379 reaches the GCS, which answers no HTTP (a bare "cannot reach")
+_NOT_A_DASHBOARD = re.compile(r"^(auto|local|ray://.*|((?i:https?)://)?[^/]*:(6379|10001)/?)$")
 
 
 def dashboard_url(value: str) -> str:

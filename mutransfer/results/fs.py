@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from mutransfer.errors import UserError
+from mutransfer.errors import UserError, first_line
 from mutransfer.paths import nearest_existing
 
 # the longest file name where the filesystem does not say (POSIX NAME_MAX on Linux)
@@ -24,9 +24,30 @@ DEFAULT_NAME_MAX = 255
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
+class StorageUnreachable(UserError):
+    """A storage location this machine cannot open (no network to its object store, no
+    credentials for it, no client library): another machine, a cluster's node, may."""
+
+
 def is_uri(location: str) -> bool:
     """True for `scheme://...` locations, False for plain (local) paths."""
     return bool(_SCHEME.match(str(location)))
+
+
+def local_folder(location: str) -> str | None:
+    """The path on this machine's (and each node's own) filesystem that a location names: a
+    plain path as given, a `file://` URI's path; None for a URI of a shared store (s3://,
+    gs://, ...). A `file://` store is as local as a plain path: on a cluster, each node
+    writes into its own disk unless the path is a shared mount."""
+    text = str(location)
+    if not is_uri(text):
+        return text
+    if text[:7].lower() != "file://":
+        return None
+    try:
+        return pafs.FileSystem.from_uri(text)[1]
+    except (ValueError, OSError):  # refused with its reason where the store is opened
+        return None
 
 
 def absolute_location(location: str | Path) -> str:
@@ -71,15 +92,26 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), text
     try:
         fs, path = pafs.FileSystem.from_uri(text)
-    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+    except ValueError as exc:  # pyarrow's ArrowInvalid: an unknown scheme, a malformed URI
         raise UserError(f"storage {text}: not a location pyarrow can open ({exc})") from None
+    except OSError as exc:  # the bucket's region asked over a network this machine lacks
+        raise StorageUnreachable(f"storage {text}: cannot open it from this machine "
+                                 f"({first_line(exc)})") from None
     return fs, path.rstrip("/")
 
 
 def not_a_folder(fs: pafs.FileSystem, path: str) -> str | None:
     """What `path` is when it exists and is not a folder ("a file", "a FIFO", ...); None for
-    a folder or nothing there."""
-    kind = fs.get_file_info(path).type
+    a folder or nothing there. StorageUnreachable when the filesystem cannot be asked from
+    here: pyarrow reports some of these (Azure's missing credentials) as a bare
+    ArrowException, no OSError, which would end the command in a traceback."""
+    try:
+        kind = fs.get_file_info(path).type
+    except pa.ArrowException as exc:
+        if isinstance(exc, OSError):
+            raise
+        raise StorageUnreachable(f"storage {path} ({fs.type_name}): cannot look at it from "
+                                 f"this machine ({first_line(exc)})") from None
     if kind in (pafs.FileType.Directory, pafs.FileType.NotFound):
         return None
     if kind == pafs.FileType.File:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mutransfer.errors import UserError, first_line
 from mutransfer.paths import nearest_existing
-from mutransfer.results.fs import is_uri
+from mutransfer.results.fs import is_uri, local_folder
 
 # Set before Ray is imported (unless already set): no Tune trial tables or CSV/JSON/TensorBoard
 # trial logs (the store is the record), no usage-stats banner.
@@ -31,7 +31,6 @@ QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1000000",
 }
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def quiet_ray_env() -> None:
@@ -53,11 +52,10 @@ class Capacity:
 
 
 def is_remote_address(address: str | None) -> bool:
-    """An address that may put workers on other machines (anything but a local Ray)."""
-    if address is None or address == "local":
-        return False
-    host = host_port(address)[0]
-    return host not in LOCAL_HOSTS
+    """An address that may put workers on other machines: anything but a local Ray this
+    process starts. A cluster reached at localhost (a driver run on the head) has the
+    worker nodes that joined it, wherever they are."""
+    return address not in (None, "local")
 
 
 def is_relative_path(storage: str) -> bool:
@@ -102,8 +100,10 @@ def check_nodes_see(location: str) -> None:
     """On a cluster, every alive node sees the storage's folder: a zero-CPU task pinned to each
     node looks for a marker written here. A node that does not see it would write its trials'
     results where this driver never reads them: refused in one line, before any trial, naming
-    the nodes. A URI is not checked (each node reaches a bucket with its own credentials)."""
-    if is_uri(location):
+    the nodes. A bucket's URI is not checked (each node reaches it with its own credentials);
+    a file:// URI is a folder on each node's own disk like a plain path, and is."""
+    folder = local_folder(location)
+    if folder is None:
         return
     import ray  # connected already (ray_session); Ray loads only where a run needs it
     from ray.exceptions import GetTimeoutError, RayError
@@ -112,7 +112,7 @@ def check_nodes_see(location: str) -> None:
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     exists = ray.remote(num_cpus=0)(os.path.exists)
     seen: list[bool] = []
-    with marker_in(location) as marker:
+    with marker_in(folder) as marker:
         refs = [exists.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             n["NodeID"], soft=False)).remote(str(marker)) for n in nodes]
         deadline = time.monotonic() + NODE_CHECK_S

@@ -12,7 +12,9 @@ machine), so that `mutransfer plot results/NAME` here reads what the cluster wro
 from __future__ import annotations
 
 import functools
+import glob
 import os
+import re
 import shlex
 import sys
 import time
@@ -20,7 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mutransfer.data.files import visible
 from mutransfer.errors import UserError, first_line
+from mutransfer.results.fs import StorageUnreachable
 from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
@@ -38,9 +42,21 @@ EXCLUDES = ["results/", "data/", ".git/", ".venv/", "venv/", "**/__pycache__/", 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
+DASHBOARD_PORT = 8265  # Ray's default for the dashboard and its Jobs API
+_PORT = re.compile(r":\d+$")
+
+
 def dashboard_address(address: str) -> str:
-    """`HOST:8265` or `http(s)://HOST:8265`; the Jobs API speaks HTTP."""
-    return address if address.startswith(("http://", "https://")) else f"http://{address}"
+    """The Jobs API's URL, the one both the reachability probe and Ray's client use: a URL
+    as given (its scheme in lower case; no port: the scheme's, as for any URL, e.g. an
+    ingress on port 80), or `HOST[:PORT]` as http on port 8265 when it names none (Ray's
+    client would otherwise go to port 80 while the probe had checked 8265)."""
+    scheme, sep, rest = address.partition("://")
+    if sep:
+        return f"{scheme.lower()}://{rest}"
+    netloc, slash, path = address.partition("/")
+    port = "" if _PORT.search(netloc) else f":{DASHBOARD_PORT}"
+    return f"http://{netloc}{port}{slash}{path}"
 
 
 def client(address: str) -> Any:
@@ -98,19 +114,22 @@ def _probe_dashboard(address: str, url: str, timeout_s: float = 5.0) -> None:
 
     try:  # urlsplit itself refuses some (an unclosed IPv6 bracket)
         parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 8265)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise UserError(f"dashboard {address}: not a valid HOST:PORT") from None
-    if not parts.hostname:
-        raise UserError(f"dashboard {address}: expected http://HOST:8265")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        # another scheme would have Ray's client import a Python module of that name
+        raise UserError(f"dashboard {address}: expected http://HOST:{DASHBOARD_PORT}")
     problem = host_problem(parts.hostname)
     if problem:
         raise UserError(f"dashboard {address}: {problem}")
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
     except OSError as exc:
+        implied = "" if parts.port else (f"; no port given, so {port}, {parts.scheme}'s; the "
+                                         f"dashboard's is {DASHBOARD_PORT}")
         raise UserError(f"dashboard {address}: cannot reach the Ray dashboard there "
-                        f"({exc.strerror or exc})") from None
+                        f"({exc.strerror or exc}{implied})") from None
 
 
 def entrypoint(sweep_file: str, storage: str | None, analysis: bool,
@@ -138,6 +157,7 @@ def submit(path: str, address: str, working_dir: str | None = None, storage: str
     plan = prepare(path, storage=storage, check_data=False, max_cells=max_cells)
     root = Path(working_dir or os.getcwd()).resolve()
     rel = _inside(Path(path).resolve(), root)
+    check_uploaded(plan.data_configs(), root, plan.source)
     runtime_env = {"working_dir": str(root), "excludes": EXCLUDES}
     connect = functools.cache(lambda: client(address))  # asked first only about a relative storage
     location = shared_storage(plan.spec.storage_location, root, connect, address)
@@ -212,12 +232,15 @@ def _quietly(fn, job_id: str) -> None:
 
 def _refuse_a_held_store(location: str) -> None:
     """Where this machine reaches the storage too (a shared path, a bucket), a live driver's
-    lease there refuses the job before it is sent; elsewhere the job's driver refuses."""
+    lease there refuses the job before it is sent; elsewhere (a bucket only the cluster has
+    the network or the credentials for) the job's driver checks, as said in one line."""
     try:
         store = Store(location)
         store.check_is_store()
         holder = live_holder(store) if store.exists() else None
-    except OSError:  # not reachable from here: the job checks on the cluster
+    except (OSError, StorageUnreachable) as exc:
+        why = str(exc) if isinstance(exc, UserError) else f"storage {location}: {first_line(exc)}"
+        print(f"{why}; the job's driver checks it on the cluster", file=sys.stderr)
         return
     if holder is not None:
         raise UserError(busy_message(store, holder))
@@ -245,6 +268,87 @@ def _submit_when_an_agent_is_up(jobs: Any, timeout_s: float = AGENT_WAIT_S, **jo
             print("waiting for the cluster's job agent to start ...", file=sys.stderr)
             said = True
         time.sleep(2.0)
+
+
+def check_uploaded(data_configs: list[dict[str, Any]], root: Path, source: str) -> None:
+    """The job reads a relative data path (or tokenizer file) in its copy of `root`, which
+    holds only what was uploaded: one outside `root`, not there, or left out of the upload
+    (EXCLUDES, a .gitignore or .rayignore) would fail the job on the cluster after it
+    started; refused here in one line. Absolute paths are the cluster's to have."""
+    for data in data_configs:
+        for field in ("path", "tokenizer"):
+            value = data.get(field)
+            if not value or (field == "tokenizer" and not str(value).endswith(".json")):
+                continue  # "byte", a tiktoken name: nothing to upload
+            value = str(value)
+            if not is_relative_path(value):
+                continue
+            why = _why_not_uploaded(value, root)
+            if why:
+                raise UserError(f"{source}: data.{field} {value} is relative, so the job reads "
+                                f"it in its uploaded copy of {root}, which lacks it ({why}); "
+                                f"give the absolute path where every node has it")
+
+
+def _why_not_uploaded(value: str, root: Path) -> str | None:
+    """Why the job's copy of `root` would lack the data at the relative `value` (a file, a
+    folder or a glob): outside `root`, nothing there, or a file of it left out of the
+    upload. None: every file of it goes up."""
+    where = Path(os.path.normpath(root / value))  # not resolve(): a symlink in root goes up
+    if where != root and root not in where.parents:
+        return f"{where} is outside it"
+    files = _files_at(where)
+    if not files:
+        return f"there is nothing at {where} here to upload"
+    rules = _UploadRules(root)
+    return next((why for f in files if (why := rules.why(f))), None)
+
+
+def _files_at(where: Path) -> list[Path]:
+    """The files the data layer would read at `where` (mutransfer/data/files.py)."""
+    if glob.has_magic(str(where)):
+        return [Path(m) for m in glob.glob(str(where), recursive=True) if os.path.isfile(m)]
+    if where.is_dir():
+        return [f for f in where.rglob("*") if f.is_file() and visible(f, where)]
+    return [where] if where.is_file() else []
+
+
+class _UploadRules:
+    """What Ray leaves out of an uploaded working directory, as Ray decides it: a path is
+    out when it or a folder above it matches EXCLUDES (relative to the root) or a
+    .rayignore or .gitignore (unless RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1) of a folder above
+    it (relative to that folder), with Ray's own gitignore-style matcher."""
+
+    def __init__(self, root: Path):
+        try:  # the matcher Ray itself uses; a private module of Ray's, so it may move
+            from ray._private.thirdparty.pathspec import PathSpec
+        except ImportError:
+            PathSpec = None  # noqa: N806 (then nothing is known to be left out: no refusal)
+        self.root, self.spec = root, PathSpec
+        self.names = [".rayignore"] + [".gitignore"] * (
+            os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1")
+        self.base = [] if PathSpec is None else \
+            [(root, "the job's excludes", PathSpec.from_lines("gitwildmatch", EXCLUDES))]
+        self.by_folder: dict[Path, list[tuple[Path, str, Any]]] = {}
+
+    def _ignore_files(self, folder: Path) -> list[tuple[Path, str, Any]]:
+        if folder not in self.by_folder:
+            found = [folder / n for n in self.names if (folder / n).is_file()]
+            self.by_folder[folder] = [(folder, str(f), self.spec.from_lines(
+                "gitwildmatch", f.read_text(errors="replace").splitlines())) for f in found]
+        return self.by_folder[folder]
+
+    def why(self, path: Path) -> str | None:
+        if self.spec is None:
+            return None
+        rules, folder = list(self.base), self.root
+        for part in path.relative_to(self.root).parts:
+            rules += self._ignore_files(folder)
+            folder = folder / part
+            for base, what, spec in rules:
+                if spec.match_file(folder.relative_to(base).as_posix()):
+                    return f"{folder.relative_to(self.root).as_posix()} is excluded by {what}"
+        return None
 
 
 def _inside(path: Path, root: Path) -> str:
@@ -282,9 +386,13 @@ def logs(job_id: str, address: str) -> str:
     return _call(client(address).get_job_logs, job_id, address)
 
 
-def follow_logs(job_id: str, address: str, out=sys.stdout) -> None:
-    """Print the job's logs as they come, until the job ends."""
+def follow_logs(job_id: str, address: str, out: Any = None) -> None:
+    """Print the job's logs as they come, until the job ends, to `out` (default: the
+    sys.stdout of the moment, not the one at import, which a redirect has replaced)."""
+    out = sys.stdout if out is None else out
     import asyncio
+
+    import aiohttp  # what Ray's client streams the logs with
 
     jobs = client(address)
     _call(jobs.get_job_info, job_id, address)  # a clear error for an unknown job
@@ -294,7 +402,13 @@ def follow_logs(job_id: str, address: str, out=sys.stdout) -> None:
             out.write(chunk)
             out.flush()
 
-    asyncio.run(tail())
+    try:
+        asyncio.run(tail())
+    except (RuntimeError, OSError, aiohttp.ClientError) as exc:
+        # the stream broke off (the head restarted, the network dropped): the job goes on
+        raise UserError(f"job {job_id} at {address}: the log stream broke off "
+                        f"({first_line(exc)}); the job is not stopped: `mutransfer logs "
+                        f"{job_id} --dashboard {address} --follow` again") from None
 
 
 def _call(fn, job_id: str, address: str) -> Any:
