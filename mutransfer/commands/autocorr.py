@@ -74,22 +74,55 @@ class _Sequences:
                             f"reads (arch {' or '.join(LAYER0_ARCHS)}); use --input raw, or a "
                             f"config with arch {' or '.join(LAYER0_ARCHS)}")
 
-    def __call__(self, length: int):
-        import torch
+    def check(self, lengths: list[int]) -> None:
+        """Refuse, before the table starts, a length the source cannot give sequences of (a
+        corpus shorter than it, a synthetic task that needs longer sequences), and a sample
+        too large to hold: each sequence drawn gives `per` sequences to the estimator (layer
+        0's channels, or the input's dims), which the limit on values a length counts."""
+        from mutransfer.errors import UserError
 
-        batch = next(self.source.batches("train", self.samples, length, seed=self.seed))
-        inputs = batch[0]
+        for length in lengths:
+            try:
+                next(self.source.batches("train", 1, length, seed=self.seed))
+            except UserError as exc:
+                raise UserError(f"--lengths {length}: {exc}") from None
+        per = self._sequences_per_sample(lengths[0])
+        if lengths[-1] * self.samples * per > MAX_VALUES:
+            what = "channels of layer 0" if self.mode == "layer0" else "input dims"
+            fit = MAX_VALUES // (lengths[-1] * per)
+            hint = (f"--samples up to {fit:,}" if fit else
+                    f"--lengths up to {MAX_VALUES // (self.samples * per):,}")
+            raise UserError(f"--lengths {lengths[-1]} x --samples {self.samples} x {per} {what}"
+                            f": at most {MAX_VALUES:,} values a length (e.g. {hint})")
+
+    def _sequences_per_sample(self, length: int) -> int:
         if self.mode == "raw":
-            x = inputs.double()
-            return x.transpose(1, 2).reshape(-1, length) if x.dim() == 3 else x
-        if self.model is None:  # built once, with the init schemes of the config
+            return self.source.spec.input_dim or 1  # token ids: one sequence
+        return self._layer0(self._batch(length)).layers[0].mixer.channels
+
+    def _batch(self, length: int):
+        return next(self.source.batches("train", self.samples, length, seed=self.seed))
+
+    def _layer0(self, batch):
+        """The config's model, built once (with its init schemes, on the first batch)."""
+        if self.model is None:
+            import torch
+
             from mutransfer.models.build import build_model
 
             torch.manual_seed(self.seed)
             self.model = build_model(self.cfg, self.source.spec, sample=batch)
+        return self.model
+
+    def __call__(self, length: int):
+        batch = self._batch(length)
+        inputs = batch[0]
+        if self.mode == "raw":
+            x = inputs.double()
+            return x.transpose(1, 2).reshape(-1, length) if x.dim() == 3 else x
         from mutransfer.models.data_init import capture_ssm_input
 
-        return capture_ssm_input(self.model, 0, inputs)
+        return capture_ssm_input(self._layer0(batch), 0, inputs)
 
 
 def _describe(args, mode: str | None) -> str:
@@ -129,6 +162,7 @@ def run(args) -> int:
         mode = None
     else:
         draw = _Sequences(_trial_config(args.data), args.input, args.samples, args.seed)
+        draw.check(lengths)
         mode = draw.mode
     print(_describe(args, mode))
     print(f"{'L':>8}  {'lambda_max':>12}  {'delta*':>10}")
@@ -139,7 +173,10 @@ def run(args) -> int:
         lams.append(lam)
         dts.append(dt)
         print(f"{length:>8}  {lam:>12.4g}  {dt:>10.4g}", flush=True)
-    if len(lengths) > 1:
+    if len(lengths) > 1 and 0 in lams:  # a power law through λ_max = 0 is no number
+        print("fitted exponents: none (lambda_max 0: the sequences are zero, and set no "
+              "timescale)")
+    elif len(lengths) > 1:
         print(f"fitted exponents: lambda_max ~ L^{autocorr.fit_exponent(lengths, lams):.3f}, "
               f"delta* ~ L^{autocorr.fit_exponent(lengths, dts):.3f}")
     return 0

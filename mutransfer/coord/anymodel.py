@@ -23,6 +23,7 @@ from mutransfer.config import TrialConfig
 from mutransfer.coord.updates import snapshot, step_or_blow_up, update_rows
 from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
+from mutransfer.models.data_init import init_sample
 from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
 from mutransfer.param.roles import owners
@@ -141,13 +142,14 @@ def _loss(model: nn.Module, cfg: TrialConfig, spec, batch) -> torch.Tensor:
     return F.mse_loss(out.float(), targets.float())
 
 
-def measure(cfg: TrialConfig, spec, train_batches, probe
+def measure(cfg: TrialConfig, spec, train_batches, probe, sample=None
             ) -> tuple[list[dict], dict, list[dict]]:
     """Train `len(train_batches)` steps from `cfg`'s seed; rows of (step, layer, quantity,
     rms, drms, order), per quantity the parameter names behind it with their roles, and rows
-    of every parameter tensor's init and update size (coord/updates.py) per step."""
+    of every parameter tensor's init and update size (coord/updates.py) per step. `sample`:
+    the batch the data-dependent init schemes look at (data_init.init_sample)."""
     torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg, spec)
+    model = build_model(cfg, spec, sample=sample)
     opt = make_optimizer(model, cfg)
     roles = dict(model.mutransfer_roles)
     params = quantity_params(model, roles)
@@ -190,7 +192,8 @@ def run(configs: list[TrialConfig], source, steps: int, batch_size: int, seq_len
         if seed not in train:
             it = source.batches("train", batch_size, seq_len, seed=seed)
             train[seed] = [next(it) for _ in range(steps)]
-        measured, quantities, per_param = measure(cfg, source.spec, train[seed], probe)
+        measured, quantities, per_param = measure(cfg, source.spec, train[seed], probe,
+                                                  init_sample(cfg, source, seq_len))
         behind.update(quantities)
         run_cols = {"parameterization": cfg.param.name, "optimizer": cfg.train.optimizer,
                     "width": cfg.width, "seed": seed}

@@ -15,6 +15,7 @@ from mutransfer.coord.settings import CoordSettings
 from mutransfer.coord.updates import step_or_blow_up
 from mutransfer.denormals import flush_denormals
 from mutransfer.models.build import build_model
+from mutransfer.models.data_init import init_sample
 from mutransfer.models.trace import tracing
 from mutransfer.optim import make_optimizer
 
@@ -59,10 +60,11 @@ def _split_name(name: str) -> tuple[int, str]:
     return -1, name
 
 
-def measure_one(cfg: TrialConfig, spec, train_batches, probe) -> list[dict]:
-    """Train `len(train_batches)` steps; rows of (step, layer, quantity, rms, drms)."""
+def measure_one(cfg: TrialConfig, spec, train_batches, probe, sample=None) -> list[dict]:
+    """Train `len(train_batches)` steps; rows of (step, layer, quantity, rms, drms).
+    `sample`: the batch the data-dependent init schemes look at (data_init.init_sample)."""
     torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg, spec)
+    model = build_model(cfg, spec, sample=sample)
     opt = make_optimizer(model, cfg)
     rows, h0 = [], None
     for step in range(len(train_batches) + 1):
@@ -103,7 +105,8 @@ def run_coord_check(s: CoordSettings, source, progress=None) -> pd.DataFrame:
     jobs = [(p, w, d, seed) for p in s.params for w, d in s.points() for seed in seeds]
     for i, (param, width, depth, seed) in enumerate(jobs):
         cfg = trial_config(s, param, width, seed, depth)
-        for r in measure_one(cfg, spec, train[seed], probe):
+        sample = init_sample(cfg, source, s.seq_len)
+        for r in measure_one(cfg, spec, train[seed], probe, sample):
             rows.append({"parameterization": param, "optimizer": s.optimizer, "width": width,
                          "n_layer": depth, "seed": seed, **r})
         if progress:

@@ -97,8 +97,11 @@ def lambda_max(x: torch.Tensor, estimator: str = "toeplitz", *, iters: int = 100
 
 
 def timescale(lam: float, length: int, kappa: float = 1.0) -> float:
-    """Δ* = κ / √(L · λ_max); keeps an SSM's output O(1) when Re(A) = 0."""
-    return kappa / math.sqrt(length * max(lam, 1e-30))
+    """Δ* = κ / √(L · λ_max); keeps an SSM's output O(1) when Re(A) = 0. Zero input
+    (λ_max 0, or a rounding error below it) bounds no Δ: inf, not a made-up large number."""
+    if lam > 0 or math.isnan(lam):
+        return kappa / math.sqrt(length * lam)
+    return math.inf
 
 
 def spread_dt(dt_star: float, spread: float, count: int,

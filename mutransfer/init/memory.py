@@ -103,8 +103,9 @@ def dominant_frequencies(rho: torch.Tensor, count: int, min_separation: float = 
 def imag_parts(chosen: torch.Tensor, dt: torch.Tensor, modes: int,
                min_separation: float = 0.0) -> torch.Tensor:
     """Im(A) (H, modes): the chosen θ as θ/Δ_h, then S4D-Lin (Im = πn, n = 0, 1, ...) for the
-    remaining modes, skipping Lin values whose θ = πnΔ_h equals a chosen one or lies closer
-    than `min_separation` to it (taken anyway, in order, if too few pass)."""
+    remaining modes, skipping Lin values whose θ = πnΔ_h lies closer than `min_separation` to
+    a chosen one (taken anyway, in order, if too few pass; one whose θ equals a chosen one
+    only after all others, as it would repeat that mode's eigenvalue)."""
     dt = dt.detach().to(torch.float64)
     chosen = chosen[:modes].to(torch.float64)
     channels, need = dt.numel(), modes - chosen.numel()
@@ -116,7 +117,11 @@ def imag_parts(chosen: torch.Tensor, dt: torch.Tensor, modes: int,
         lin = math.pi * torch.arange(max(8 * modes, 64), dtype=torch.float64)
         if chosen.numel():
             gap = (fold(lin * dt[h])[:, None] - chosen[None, :]).abs().min(dim=1).values
-            ok = (gap >= min_separation) & (gap > 1e-12)  # never repeat a chosen frequency
-            lin = torch.cat([lin[ok], lin[~ok]])
+            # the chosen frequencies can cover [0, π] (modes · min_separation > π): then Lin
+            # values too close are taken, but an exact repeat (θ = 0 from n = 0, after a
+            # chosen DC) only last: before, every channel got A = -½ twice
+            new = gap > 1e-12
+            far = (gap >= min_separation) & new
+            lin = torch.cat([lin[far], lin[~far & new], lin[~new]])
         out[h, chosen.numel():] = lin[:need]
     return out.float()

@@ -7,9 +7,11 @@ initialised, produce):
 - zero_real_fraction p: round(p · count) eigenvalues, drawn at random, get Re(A) = 0 exactly.
   S4D: A_re = 0 on those (H, N/2) entries (trainable). Mamba: its `A_zero` mask on those
   (d_inner, d_state) entries, so A = 0 there (Mamba's A = -exp(A_log) cannot reach 0, and
-  the masked entries stay at 0 during training).
+  the masked entries stay at 0 during training). The masks are drawn (masking nothing at
+  p = 0) whenever dt_init is autocorr too, so that the Δ spread is the same at every p.
 - dt_init autocorr: the layer's SSM input on `sample` is captured by a hook (S4D: the mixer's
-  input; Mamba: the scan input, i.e. what enters x_proj_dt), its channels pooled as sequences,
+  input; Mamba: the scan input, i.e. what enters x_proj_dt), from the output of the block
+  below as that block ends up (one forward per block), its channels pooled as sequences,
   λ_max estimated (mutransfer/init/autocorr.py), and Δ* = κ/√(L·λ_max) spread log-uniformly
   over the channels (S4D: Δ itself; Mamba: the Δ bias, softplus(bias) = Δ, floored at
   dt_init_floor as the reference).
@@ -23,7 +25,8 @@ the sample batch, and the data spec, which carries a task's own memory function
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn as nn
@@ -34,8 +37,19 @@ from mutransfer.init import autocorr, memory
 Sample = torch.Tensor | Sequence[torch.Tensor]
 
 
-class _Captured(Exception):
-    """Raised by the capture hook to stop the forward pass once the input is recorded."""
+SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
+SAMPLE_SIZE = 16       # sequences in it
+
+
+def init_sample(cfg, source, seq_len: int) -> tuple | None:
+    """The batch the data-dependent init schemes of `cfg` look at (None when it needs none):
+    SAMPLE_SIZE sequences of the source's train split from their own stream (SAMPLE_SEED +
+    the trial's seed), so the training batches are untouched. A trial and the coordinate
+    checks build their models from the same one."""
+    if not needs_sample(cfg.model):
+        return None
+    return next(source.batches("train", SAMPLE_SIZE, seq_len,
+                               seed=SAMPLE_SEED + cfg.train.seed))
 
 
 def needs_sample(mc) -> bool:
@@ -76,16 +90,20 @@ def apply_init_schemes(model: nn.Module, cfg, spec, sample: Sample | None = None
     _check(cfg, spec, inputs, targets)
     mc = cfg.model
     mixers = [layer.mixer for layer in model.layers]
-    if mc.zero_real_fraction > 0:
+    autocorr_dt_init = mc.dt_init.scheme == "autocorr"
+    if mc.zero_real_fraction > 0 or autocorr_dt_init:
+        # drawn at p = 0 too (masking nothing): the Δ spread drawn next from the same stream
+        # is then the same in every cell of a zero_real_fraction axis, so p is the only change
         for mixer in mixers:
             zero_real_parts(mixer, mc.zero_real_fraction)
     chosen = _chosen_frequencies(cfg, spec, mixers[0], inputs, targets)
-    if mc.dt_init.scheme != "autocorr" and chosen is None:
+    if not autocorr_dt_init and chosen is None:
         return
+    block_inputs = _block_inputs(model, inputs) if autocorr_dt_init else None
     for i, mixer in enumerate(mixers):
-        if mc.dt_init.scheme == "autocorr":
-            x = capture_ssm_input(model, i, inputs)
-            mixer.reset_dt(autocorr_dt(x, mc.dt_init, channels=mixer.channels))
+        if block_inputs is not None:  # Δ before A_im: Im(A) = θ/Δ
+            x = _ssm_input(model.layers[i], next(block_inputs))
+            mixer.reset_dt(autocorr_dt(x, mc.dt_init, channels=mixer.channels, layer=i))
         if chosen is not None:
             with torch.no_grad():
                 mixer.A_im.copy_(memory.imag_parts(chosen, mixer.dt(), mixer.modes,
@@ -102,33 +120,69 @@ def zero_real_parts(mixer: nn.Module, fraction: float) -> torch.Tensor:
     return mask
 
 
-def autocorr_dt(x: torch.Tensor, opts, channels: int) -> torch.Tensor:
+def autocorr_dt(x: torch.Tensor, opts, channels: int, layer: int = 0) -> torch.Tensor:
     """Per-channel Δ from sequences x (..., L): Δ* = κ/√(L·λ_max), spread log-uniformly."""
     lam = autocorr.lambda_max(x, opts.estimator)
+    if not 0 < lam < math.inf:  # Δ* = κ/√(L·λ_max) would be inf, 0 or NaN: no timescale
+        what = "zero everywhere" if lam == 0 else f"not finite (λ_max {lam:g})"
+        raise UserError(f"model.dt_init autocorr: the SSM input of layer {layer} on the init "
+                        f"sample is {what}, so it sets no timescale; use dt_init log_uniform")
     dt_star = autocorr.timescale(lam, x.shape[-1], opts.kappa)
     return autocorr.spread_dt(dt_star, opts.spread, channels)
 
 
+class _Captured(Exception):
+    """Raised by a capture hook to stop the forward pass once the input is recorded."""
+
+
 @torch.no_grad()
-def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> torch.Tensor:
-    """The SSM input of layer `layer` on `inputs`, as sequences (batch · channels, L)."""
+def _input_of(target: nn.Module, run: nn.Module, arg: torch.Tensor) -> torch.Tensor:
+    """The first positional input that `target` receives while `run(arg)` runs (cut there)."""
     store: list[torch.Tensor] = []
 
     def hook(_module, args):
         store.append(args[0].detach())
         raise _Captured
 
-    target = model.layers[layer].mixer.ssm_input_module()
     handle = target.register_forward_pre_hook(hook)
-    device = next(model.parameters()).device
     try:
-        model(inputs.to(device))
+        run(arg)
     except _Captured:
         pass
     finally:
         handle.remove()
-    x = store[0].float()
+    return store[0]
+
+
+def _as_sequences(x: torch.Tensor) -> torch.Tensor:
+    """(batch, L, channels) -> the channels pooled as sequences, (batch · channels, L)."""
+    x = x.float()
     return x.transpose(1, 2).reshape(-1, x.shape[1])
+
+
+def _ssm_input(block: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """The SSM input of `block` on its input h, as sequences (batch · channels, L)."""
+    return _as_sequences(_input_of(block.mixer.ssm_input_module(), block, h))
+
+
+@torch.no_grad()
+def _block_inputs(model: nn.Module, inputs: torch.Tensor) -> Iterator[torch.Tensor]:
+    """The input of each block in turn, each computed from the block below as it is when
+    asked for (the caller initialises a block before asking for the next one's input): one
+    forward per block, where a full forward up to each block would cost O(n_layer²) blocks."""
+    device = next(model.parameters()).device
+    h = _input_of(model.layers[0], model, inputs.to(device))
+    for i, block in enumerate(model.layers):
+        yield h
+        if i + 1 < len(model.layers):
+            h = block(h)
+
+
+def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> torch.Tensor:
+    """The SSM input of layer `layer` on `inputs`, as sequences (batch · channels, L)."""
+    target = model.layers[layer].mixer.ssm_input_module()
+    device = next(model.parameters()).device
+    return _as_sequences(_input_of(target, model, inputs.to(device)))
 
 
 def _chosen_frequencies(cfg, spec, mixer, inputs, targets) -> torch.Tensor | None:
