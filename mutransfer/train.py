@@ -36,13 +36,13 @@ from mutransfer.denormals import flush_denormals
 from mutransfer.divergence import DivergenceMonitor
 from mutransfer.errors import UserError
 from mutransfer.models.build import build_model
-from mutransfer.models.data_init import needs_sample
+from mutransfer.models.data_init import init_sample
 from mutransfer.models.factory import check_output
 from mutransfer.ops.mamba_ssm_scan import load_selective_scan_fn
 from mutransfer.optim import decay_timescales, make_optimizer, schedule_factor, set_lr
+from mutransfer.results.later_fields import same_trial_text
 
 EVAL_SEED = 0  # every trial evaluates on the same held-out batches, whatever its seed
-SAMPLE_SEED = 10_000  # stream of the batch that data-dependent init schemes look at
 STATE_FORMAT = 2  # version of the checkpointed loop state; another version is not resumed
 
 Report = Callable[[dict[str, Any]], None]
@@ -191,9 +191,8 @@ def _build(config: TrialConfig) -> _Trial:
     # What the data-dependent init schemes see of the data, handed from the source to the model:
     # a sample from its own stream (so training data is untouched), and the source's spec, with
     # the task's own memory function where the task has one (model.imag_init memory: task).
-    sample = (next(source.batches("train", 16, t.seq_len, seed=SAMPLE_SEED + t.seed))
-              if needs_sample(config.model) else None)
-    model = build_model(config, source.spec, sample=sample).to(device)
+    model = build_model(config, source.spec, sample=init_sample(config, source, t.seq_len))
+    model = model.to(device)
     opt = make_optimizer(model, config)
     stepper = _Stepper(model, opt, config, device, loss_fn(source.spec.loss),
                        source.spec)
@@ -256,7 +255,7 @@ def _restore(trial: _Trial, state: dict[str, Any]) -> _Loop:
     """Load `state` into `trial`; raises ValueError (or a torch error) when it does not fit."""
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"state format {state.get('format')!r}, expected {STATE_FORMAT}")
-    if state.get("config") != _config_text(trial.config):
+    if not same_trial_text(state.get("config"), _config_text(trial.config)):
         raise ValueError("saved by a different trial config")
     trial.model.load_state_dict(state["model"])
     trial.opt.load_state_dict(state["optimizer"])

@@ -241,3 +241,38 @@ def test_a_resumed_trial_diverges_at_the_same_step_with_the_same_reason():
         assert [h["eval_loss"] for h in resumed.history] == \
             [h["eval_loss"] for h in straight.history]
         assert resumed.final_eval_loss is None and math.isfinite(resumed.last_finite_loss)
+
+
+def test_a_checkpoint_written_before_a_later_field_existed_resumes_the_same_trial():
+    """A release that did not know a later field (results/later_fields.py: param.depth_alpha,
+    model.mamba2, ...) saved its config text without it. The trial id leaves such a field out
+    at its earlier value, so it is the same trial; the checkpoint compared the whole text and
+    every interrupted trial started again from step 0 after an upgrade."""
+    import json
+
+    from mutransfer.results.later_fields import LATER_FIELDS
+
+    config = TrialConfig.model_validate(CONFIG)
+    saved = InMemory()
+    straight = run_trial(config, checkpoint=saved)
+    state = torch.load(io.BytesIO(saved.states[2 * EVERY]), weights_only=True)
+    earlier = json.loads(state["config"])
+    for section, name in LATER_FIELDS:  # as the release before these fields wrote it
+        earlier[section].pop(name)
+    state["config"] = json.dumps(earlier)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    saved.states[2 * EVERY], saved.use = buffer.getvalue(), 2 * EVERY
+    resumed = run_trial(config, checkpoint=saved)
+    assert resumed.resumed_from == 2 * EVERY
+    assert resumed.final_eval_loss == straight.final_eval_loss
+    # another config is still refused: the trial starts from step 0
+    other = json.loads(state["config"])
+    other["train"]["lr"] = 0.02
+    state["config"] = json.dumps(other)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    saved.states[2 * EVERY] = buffer.getvalue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run_trial(config, checkpoint=saved).resumed_from is None

@@ -18,8 +18,13 @@ def from_reference(state: dict[str, torch.Tensor], d_state: int,
                    tied: bool = True) -> dict[str, torch.Tensor]:
     """Map a reference state dict to this model's names, splitting x_proj.
 
-    With a tied readout the reference's `lm_head.weight` (the embedding again) is dropped.
+    With a tied readout the reference's `lm_head.weight` (the embedding again) is dropped; a
+    ValueError when it is not the embedding (an untied reference: dropping it would load
+    another model). Mamba-1 mixers get an all-zero `A_zero` (the reference pins no entry of
+    A at 0) unless the state has one.
     """
+    if tied:
+        _check_tied(state)
     out: dict[str, torch.Tensor] = {}
     for name, value in state.items():
         if tied and name == "lm_head.weight":
@@ -33,14 +38,24 @@ def from_reference(state: dict[str, torch.Tensor], d_state: int,
                 out[f"{head}{part_name}.weight"] = part.clone()
         else:
             out[local] = value
-        if local.endswith("mixer.A_log") and local.replace("A_log", "A_zero") not in state:
-            # the reference has no zero-real mask: no entry of A is pinned at 0
-            out[local.replace("A_log", "A_zero")] = torch.zeros_like(value)
+    for name in [n for n in out if n.endswith("mixer.A_log")]:
+        head = name[: -len("A_log")]
+        if f"{head}x_proj_dt.weight" in out:  # Mamba-1 only: a Mamba-2 mixer has no mask
+            out.setdefault(f"{head}A_zero", torch.zeros_like(out[name]))
     return out
 
 
+def _check_tied(state: dict[str, torch.Tensor]) -> None:
+    head = state.get("lm_head.weight")
+    embedding = state.get(f"{_PREFIX}embedding.weight", state.get("embedding.weight"))
+    if head is not None and embedding is not None and not torch.equal(head, embedding):
+        raise ValueError("lm_head.weight is not the embedding (an untied readout): pass "
+                         "tied=False, for a model built with model.tie_embeddings: false")
+
+
 def to_reference(state: dict[str, torch.Tensor], tied: bool = True) -> dict[str, torch.Tensor]:
-    """Map this model's state dict to the reference layout, fusing x_proj."""
+    """Map this model's state dict to the reference layout, fusing x_proj. Mamba-2 mixers
+    keep this model's names (split in_proj) under the reference's prefixes."""
     out: dict[str, torch.Tensor] = {}
     for name, value in state.items():
         if any(f"mixer.{p}.weight" in name for p in _SPLIT):

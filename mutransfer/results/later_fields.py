@@ -14,6 +14,7 @@ listed field exists and that a default config's id leaves them out).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 # (section, field) -> the value that leaves the trial as the release before the field ran it
@@ -36,3 +37,21 @@ def without_later_fields(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(values, dict) and field in values and values[field] == earlier:
             out[section] = {k: v for k, v in values.items() if k != field}
     return out
+
+
+def same_trial_text(saved: Any, current: str) -> bool:
+    """Whether a config text saved with a trial's state (a checkpoint's) is the trial config
+    `current` (JSON text): equal, or equal once the later fields at their earlier values are
+    left out of both, as the trial id leaves them out. A checkpoint written by a release
+    before such a field existed lacks it, yet is the same trial: comparing the texts alone
+    restarted every interrupted trial from step 0 after an upgrade."""
+    if saved == current:
+        return True
+    if not isinstance(saved, str):
+        return False
+    try:
+        a, b = json.loads(saved), json.loads(current)
+    except ValueError:
+        return False
+    return isinstance(a, dict) and isinstance(b, dict) and \
+        without_later_fields(a) == without_later_fields(b)

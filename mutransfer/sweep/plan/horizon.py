@@ -158,22 +158,31 @@ def describe(plan: Plan, state: StoreState, store: Store | None) -> list[str]:
         for c in todo:
             role = role_of[c.trial_id]
             steps, start = length_of(c.config)
-            own = store is not None and TrialCheckpoint(store, c.trial_id).exists()
-            if own:
-                how = "resumes its own checkpoint"
-            elif store is not None and state_exists(store, point_path(store, c.trial_id)):
-                how = f"branches from the stored branch point at step {start}"
-            elif end_step is not None and end_step <= start:
-                how = f"continues the family's saved state at step {end_step}"
-            elif role["role"] == "branch" and trunk_start <= start:
-                how = f"branches from the trunk at step {start} (this run)"
-            else:
-                how = "reruns from step 0 (no saved state at or before its cooldown start)"
+            how, at = _origin(store, c.trial_id, role["role"], start, end_step, trunk_start)
             if role["role"] == "trunk":
-                trunk_start = end_step if (end_step is not None and end_step <= start) else 0
-                how = f"trunk, {how}" if own or trunk_start else "trunk, from step 0"
+                trunk_start, how = at, f"trunk, {how}"
             lines.append(f"  {steps} steps (cooldown from step {start}): {how}")
     return lines
+
+
+def _origin(store: Store | None, trial_id: str, role: str, start: int, end_step: int | None,
+            trunk_start: int) -> tuple[str, int]:
+    """Where a cell starts, in the order of HorizonCheckpoint.load, and the step it starts at
+    (0 for its own checkpoint, which is not read here). A branch whose cooldown start its
+    trunk passes (`trunk_start`) gets its point from the trunk this run; one it does not pass
+    cannot use the family's stable end either: the trunk, at its own cooldown start by then,
+    has replaced it with a later one."""
+    if store is not None and TrialCheckpoint(store, trial_id).exists():
+        return "resumes its own checkpoint", 0
+    if store is not None and state_exists(store, point_path(store, trial_id)):
+        return f"branches from the stored branch point at step {start}", start
+    if role == "branch":
+        if trunk_start <= start:
+            return f"branches from the trunk at step {start} (this run)", start
+        return "reruns from step 0 (no saved state at or before its cooldown start)", 0
+    if end_step is not None and end_step <= start:
+        return f"continues the family's saved state at step {end_step}", end_step
+    return "from step 0", 0
 
 
 def _tokens(cell: Cell, cooldown_only: bool = False) -> int:

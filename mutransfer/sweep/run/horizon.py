@@ -5,6 +5,7 @@ What the families are and which role each cell plays: mutransfer/sweep/plan/hori
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -14,6 +15,7 @@ import pandas as pd
 from mutransfer.config import TrialConfig
 from mutransfer.results.checkpoints import MAX_OVERHEAD, TrialCheckpoint
 from mutransfer.results.fs import delete_quietly, write_atomic
+from mutransfer.results.later_fields import same_trial_text
 from mutransfer.results.store import Store
 from mutransfer.sweep.plan.cells import Cell, Plan
 from mutransfer.sweep.plan.horizon import (
@@ -52,10 +54,26 @@ class HorizonCheckpoint(TrialCheckpoint):
             {int(role["start"])} if role.get("role") == "trunk" else set())
 
     def load(self) -> dict[str, Any] | None:
+        state = self._start_state()
+        if state is not None and int(state.get("step", -1)) in self.branch_steps:
+            # the loop resumes after this step, so it never offers the states due at the step
+            # itself: a trunk killed between its eval checkpoint and those saves, or one that
+            # continues a stable end at a shorter cell's cooldown start, writes them now
+            self.save_branch(int(state["step"]), state)
+        return state
+
+    def _start_state(self) -> dict[str, Any] | None:
+        """Its own checkpoint, else its branch point, else the family's stable end when
+        that lies at or before its cooldown start; None: it starts from step 0. An own
+        checkpoint of another config (an earlier release's, a copied store's) is one the
+        trainer refuses: it does not hide the states this cell can start from."""
         own = super().load()
-        if own is not None:
+        if own is not None and same_trial_text(own.get("config"), self.config_text):
             self.origin = own.get("horizon")
             return own
+        if own is not None:
+            warnings.warn(f"checkpoint {self.path} was saved by another trial config, "
+                          f"ignored", stacklevel=2)
         for path in (point_path(self.store, self.trial_id),
                      stable_end_path(self.store, self.role["family"])):
             state = load_state(self.store, path)
@@ -76,7 +94,10 @@ class HorizonCheckpoint(TrialCheckpoint):
 
     def save_branch(self, step: int, state: dict[str, Any]) -> None:
         """Called by the trainer right after `step` (a step of `branch_steps`)."""
-        mark = {**state, "horizon": {"from": self.trial_id, "step": step}}
+        adopted = self.origin is not None and self.origin.get("step") == step
+        # a state this cell adopted at `step` keeps naming the run that computed it
+        origin = dict(self.origin) if adopted else {"from": self.trial_id, "step": step}
+        mark = {**state, "horizon": origin}
         for tid in self.points.get(step, []):
             if not state_exists(self.store, point_path(self.store, tid)):
                 save_state(self.store, point_path(self.store, tid), mark)
@@ -114,8 +135,9 @@ def diverged_in_trunk(store: Store, trial_id: str, role: dict[str, Any]
     points = [{k: _plain(v) for k, v in r.items() if k not in ("trial_id", "attempt")}
               for r in steps.sort_values("step").to_dict("records")]
     keys = ("status", "diverged", "diverge_step", "final_eval_loss", "best_eval_loss",
-            "last_finite_loss", "initial_loss", "steps_done", "tokens", "tokens_per_s",
-            "params", *[k for k in trunk if str(k).startswith("tau_")])
+            "last_finite_loss", "initial_loss", "max_excursion", "steps_above_bound",
+            "steps_done", "tokens", "tokens_per_s", "params",
+            *[k for k in trunk if str(k).startswith("tau_")])
     outcome = {k: _plain(trunk.get(k)) for k in keys}
     outcome.update(wall_time_s=0.0, branched_from=role["trunk"], branch_step=int(d))
     return outcome, points
