@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,21 +37,50 @@ class StrictModel(BaseModel):
     """Unknown keys are errors: a typo in a sweep file must not be silently ignored. Every
     number is a number of its type: finite, not a boolean (YAML's `true` would pass as 1), and
     an integer at most MAX_INT in size (`steps: 1.0e+18` would pass as a whole float); no
-    string holds a NUL byte."""
+    string holds a NUL byte. Text that YAML 1.2 reads as a number (`tokens: 1e9`, which
+    YAML 1.1 leaves as text) is that number where a field takes one."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_of_their_type(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None or value.__class__ is str and "\0" not in value:
-            return value  # the common cases, first: this runs for every field of every config
+        if value is None:
+            return value  # the common case, first: this runs for every field of every config
         field = cls.model_fields.get(info.field_name or "")
+        if field is not None and value.__class__ is str:
+            value = yaml12_number(value, field.annotation)
         if field is not None:
             problem = number_problem(value, field.annotation)
             if problem:
                 raise PydanticCustomError("number", problem)
         return value
+
+
+# A number as YAML 1.2 (and JSON, and the editors' schema check) reads it, which YAML 1.1's
+# safe_load leaves as text: an exponent without a dot or without a sign (`1e6`, `1.0e6`).
+_YAML12_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
+def yaml12_float(text: str) -> float | None:
+    """The number YAML 1.2 reads `text` as (None: not a number to it)."""
+    return float(text) if _YAML12_NUMBER.fullmatch(text) else None
+
+
+def yaml12_number(value: str, annotation: Any) -> Any:
+    """`value` as a float where `annotation` takes a number and no text and YAML 1.2 reads
+    `value` as a number, else `value`: `tokens: 1e9` was refused as "unable to parse string as
+    an integer" (an int field parses no exponent) though every editor shows a number."""
+    number = yaml12_float(value)
+    if number is None:
+        return value
+    try:
+        anything, numeric, _, _, _ = _shape(annotation)
+    except TypeError:  # an unhashable annotation
+        anything, numeric, _, _, _ = _shape.__wrapped__(annotation)
+    if anything or not numeric or str in _arms(annotation):
+        return value
+    return number
 
 
 def _arms(annotation: Any) -> tuple[Any, ...]:

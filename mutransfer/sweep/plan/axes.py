@@ -15,10 +15,10 @@ from typing import Any
 
 from mutransfer.analysis_defaults import TOKEN_SOURCES, AnalysisSection
 from mutransfer.config import TrialConfig
-from mutransfer.configbase import validate
+from mutransfer.configbase import MAX_INT, validate, yaml12_float
 from mutransfer.errors import UserError
 from mutransfer.param.config import PARAMETERIZATIONS
-from mutransfer.sweep.plan.spec import LRRange, SweepSpec
+from mutransfer.sweep.plan.spec import LOG2_MAX, LOG2_MIN, LRRange, SweepSpec
 
 # The shortcut names are also the fixed columns of the trials table, always present and taken
 # from the resolved config (docs/results-format.md).
@@ -36,6 +36,7 @@ class LRChoice:
     values: tuple[float, ...]
     log2_lo: float
     log2_hi: float
+    per_octave: int | None = None  # a log2 range's; None: a list of LRs
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,7 @@ def _parse_axis(name: str, values: Any) -> Axis:
     if not values:
         raise UserError(f"axes.{name}: empty list; give at least one value")
     if path in ("width", "train.seed"):
-        for i, v in enumerate(values):
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise UserError(f"axes.{name}[{i}]: {v!r} is not an integer")
+        values = [_whole(f"axes.{name}[{i}]", v) for i, v in enumerate(values)]
     if path in SECTIONS[1:]:  # a whole section per value, replacing the file's
         for i, v in enumerate(values):
             if not isinstance(v, dict):
@@ -105,6 +104,17 @@ def _parse_axis(name: str, values: Any) -> Axis:
     return Axis(name, path, values=tuple(values))
 
 
+def _whole(where: str, value: Any) -> int:
+    """A width or seed: an integer, also as a whole float (`64.0`, an integer to the JSON
+    schema and to the field itself) or text YAML 1.2 reads as one (`1e3`)."""
+    number = yaml12_float(value) if isinstance(value, str) else value
+    if isinstance(number, float) and number.is_integer() and abs(number) <= MAX_INT:
+        return int(number)
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise UserError(f"{where}: {value!r} is not an integer")
+    return number
+
+
 SECTION_EXAMPLE = {"model": "{n_layer: 4}", "param": "{name: mup}", "train": "{steps: 100}",
                    "data": "{kind: stdlib}"}
 
@@ -114,21 +124,23 @@ def _check_distinct(where: str, values: list[Any], hint: str = "") -> None:
     seeds, not three) with nothing said. Numbers compare by value (10 and 10.0 are one)."""
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
-        key = _canonical(v)
+        key = canonical_value(v)
         if key in seen:
             raise UserError(f"{where}[{i}]: {v!r} repeats {where}[{seen[key]}]; give each "
                             f"value once{hint}")
         seen[key] = i
 
 
-def _canonical(value: Any) -> str:
+def canonical_value(value: Any) -> str:
+    """A value as text, equal for equal values: numbers by value (10 and 10.0), mappings
+    whatever their key order (what a field reads as one besides: build_plan's cells)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return repr(float(value))
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k!r}:{_canonical(v)}" for k, v in sorted(
+        return "{" + ",".join(f"{k!r}:{canonical_value(v)}" for k, v in sorted(
             value.items(), key=lambda kv: str(kv[0]))) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(map(_canonical, value)) + "]"
+        return "[" + ",".join(map(canonical_value, value)) + "]"
     return repr(value)
 
 
@@ -144,12 +156,6 @@ def _parse_lr(name: str, values: Any) -> dict[str, LRChoice]:
     return {"*": _lr_choice(name, values)}
 
 
-# The log2 of the smallest normal and the largest float64 (2^-1022, 2^1023). Subnormal LRs are
-# left out: every trial flushes subnormals to zero (mutransfer/denormals.py), and in a process
-# that has (a driver that ran a trial in-process) 2^-1074 itself reads as 0.0.
-LOG2_MIN, LOG2_MAX = -1022, 1023
-
-
 def _lr_choice(where: str, values: Any) -> LRChoice:
     if isinstance(values, dict):
         rng = validate(LRRange, values, source=f"axes.{where}")
@@ -163,17 +169,60 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
             if not LOG2_MIN <= bound <= LOG2_MAX:  # points of [-1e308, 1e308])
                 raise UserError(f"axes.{where}.log2: {bound:g} is beyond the LRs a float "
                                 f"holds (log2 from {LOG2_MIN} to {LOG2_MAX})")
-        n = round((hi - lo) * rng.per_octave)
+        # the points of the ladder from 2^lo that lie in the range: round() put one above
+        # 2^hi where hi - lo is no whole number of steps ([-10, -8.5]: 2^-8); a grid search
+        # refuses such a range (check_whole_steps), an adaptive one samples all of it
+        n = math.floor((hi - lo) * rng.per_octave + WHOLE_STEP_SLACK)
         grid = tuple(2.0 ** (lo + i / rng.per_octave) for i in range(n + 1))
-        return LRChoice(grid, lo, hi)
+        return LRChoice(grid, lo, hi, rng.per_octave)
     if not isinstance(values, list):
         raise UserError(f"axes.{where}: expected a list of LRs or {{log2: [lo, hi], "
                         f"per_octave: k}}, got {_kind(values)}")
     if not values:
         raise UserError(f"axes.{where}: empty list; give at least one LR")
     lrs = tuple(_positive(f"axes.{where}[{i}]", v) for i, v in enumerate(values))
-    _check_distinct(f"axes.{where}", list(lrs))
+    _check_distinct_lrs(f"axes.{where}", lrs)
     return LRChoice(lrs, math.log2(min(lrs)), math.log2(max(lrs)))
+
+
+# A log2 range whose span is this close to a whole number of steps is one (floats: (-6 -
+# -10) * 3 is exactly 12, but a bound like -8.3 + 0.3 is not exactly -8).
+WHOLE_STEP_SLACK = 1e-9
+# LRs this close (relative) are one LR to the analysis (analysis/groups.py's SAME_LR_RTOL:
+# the two would be one grid point there, with two trials of a seed).
+SAME_LR_RTOL = 1e-9
+
+
+def _check_distinct_lrs(where: str, lrs: tuple[float, ...]) -> None:
+    """Each LR once, where LRs that round to one (0.001 and 0.0010000000001) are one: the
+    analysis reads them as one grid point, with two trials of each seed."""
+    order = sorted(range(len(lrs)), key=lambda i: lrs[i])
+    for a, b in zip(order, order[1:]):
+        if math.isclose(lrs[a], lrs[b], rel_tol=SAME_LR_RTOL):
+            first, then = sorted((a, b))
+            raise UserError(f"{where}[{then}]: {lrs[then]!r} repeats {where}[{first}]"
+                            + ("" if lrs[a] == lrs[b] else f" ({lrs[first]!r}: within a "
+                               f"relative {SAME_LR_RTOL:g}, one LR to the analysis)")
+                            + "; give each value once")
+
+
+def check_whole_steps(axes: list[Axis]) -> None:
+    """A grid's log2 ranges hold a whole number of steps: `{log2: [-10, -8.5], per_octave:
+    1}` ran 2^-8, above the range (and [-10, -9.5] stopped at 2^-10), where the file says
+    both ends are on the grid."""
+    for axis in axes:
+        for pname, c in (axis.lr or {}).items():
+            if c.per_octave is None:
+                continue
+            span = (c.log2_hi - c.log2_lo) * c.per_octave
+            if abs(span - round(span)) > WHOLE_STEP_SLACK:
+                where = axis.name if pname == "*" else f"{axis.name}.{pname}"
+                top = c.log2_lo + math.floor(span + WHOLE_STEP_SLACK) / c.per_octave
+                raise UserError(
+                    f"axes.{where}.log2: [{c.log2_lo:g}, {c.log2_hi:g}] is {span:g} steps of "
+                    f"1/{c.per_octave} octave, not a whole number, so 2^{c.log2_hi:g} is no "
+                    f"grid point (the grid would end at 2^{top:g}); give a high end a whole "
+                    f"number of steps from the low one")
 
 
 # LRs this close in log2 are one LR (the analysis's same_grid_values uses the same)
@@ -202,7 +251,7 @@ def snap_lrs(axes: list[Axis], known: set[float]) -> list[Axis]:
         if axis.lr is None:
             out.append(axis)
             continue
-        lr = {p: LRChoice(tuple(snap(v) for v in c.values), c.log2_lo, c.log2_hi)
+        lr = {p: LRChoice(tuple(snap(v) for v in c.values), c.log2_lo, c.log2_hi, c.per_octave)
               for p, c in axis.lr.items()}
         out.append(Axis(axis.name, axis.path, axis.values, lr))
     return out

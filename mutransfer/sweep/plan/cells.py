@@ -22,7 +22,9 @@ from mutransfer.errors import UserError
 from mutransfer.sweep.plan.axes import (
     SHORTCUTS,
     Axis,
+    canonical_value,
     check_analysis,
+    check_whole_steps,
     parameterizations,
     parse_axes,
     snap_lrs,
@@ -136,6 +138,7 @@ def build_plan(spec: SweepSpec, source: str = "sweep",
         if plan.adaptive:
             plan.groups = _groups(spec, axes)
         else:
+            check_whole_steps(axes)
             plan.cells = _cells(spec, axes)
         if plan.part_of_grid and not any(a.lr is not None for a in axes):
             raise UserError(f"axes.lr: a {spec.search.kind} search needs an LR axis to search")
@@ -169,6 +172,7 @@ def _resolve(spec: SweepSpec, axes: list[Axis], values: dict[str, Any]) -> Trial
 def _cells(spec: SweepSpec, axes: list[Axis]) -> list[Cell]:
     lr_axis = next((a for a in axes if a.lr is not None), None)
     cells: dict[str, Cell] = {}
+    made_by: dict[str, dict[str, Any]] = {}  # trial id -> the axis values of its cell
     for combo in _combinations(axes):
         lrs: tuple[Any, ...] = (None,)
         if lr_axis is not None:
@@ -178,7 +182,8 @@ def _cells(spec: SweepSpec, axes: list[Axis]) -> list[Cell]:
             values = combo if lr_axis is None else {**combo, lr_axis.name: lr}
             dumped = _resolve(spec, axes, values).model_dump(mode="json")
             cell = Cell(trial_id(dumped), dumped, columns_of(dumped, axes))
-            cells.setdefault(cell.trial_id, cell)  # axes that change nothing: one trial
+            _check_new(made_by, cell.trial_id, values, axes)
+            cells[cell.trial_id] = cell
     _check_token_budgets(list(cells.values()), axes)
     return sorted(cells.values(), key=_cost_order)
 
@@ -189,6 +194,7 @@ def _groups(spec: SweepSpec, axes: list[Axis]) -> list[Group]:
         raise UserError("axes.lr: adaptive search needs an LR range, e.g. "
                         "lr: {log2: [-12, -4]}")
     groups: dict[str, Group] = {}
+    made_by: dict[str, dict[str, Any]] = {}  # group id -> the axis values of its group
     for combo in _combinations(axes):
         pname = str(_assign(spec, axes, combo)["param"].get("name", "sp"))
         choice = lr_axis.lr_for(pname)
@@ -200,34 +206,63 @@ def _groups(spec: SweepSpec, axes: list[Axis]) -> list[Group]:
         dumped = config.model_dump(mode="json")
         columns = {k: v for k, v in columns_of(dumped, axes).items() if k != "lr"}
         gid = group_id(dumped)
-        groups.setdefault(gid, Group(gid, dumped, columns, choice.log2_lo, choice.log2_hi,
-                                     spec.search.trials_per_width))
+        _check_new(made_by, gid, combo, axes)
+        groups[gid] = Group(gid, dumped, columns, choice.log2_lo, choice.log2_hi,
+                            spec.search.trials_per_width)
     _check_token_budgets(list(groups.values()), axes)
     return sorted(groups.values(), key=_cost_order)
 
 
+def _check_new(made_by: dict[str, dict[str, Any]], uid: str, values: dict[str, Any],
+               axes: list[Axis]) -> None:
+    """Two cells of different axis values that are one trial once validated (`[0.001,
+    "1e-3"]`, `[true, 1]`, `param: [{name: sp}, {name: sp, depth: none}]`) are refused, as a
+    repeated value is: before, the second was dropped without a word, the count said N cells
+    and N-1 ran."""
+    if uid not in made_by:
+        made_by[uid] = values
+        return
+    first = made_by[uid]
+    differ = [a for a in axes if a.name in values
+              and canonical_value(first.get(a.name)) != canonical_value(values[a.name])]
+    what = ", ".join(f"axes.{a.name}: {first.get(a.name)!r} and {values[a.name]!r}"
+                     for a in differ) or f"{first!r} and {values!r}"
+    raise UserError(f"{what} give the same trial (one config once validated); give each "
+                    f"value once")
+
+
 def _check_token_budgets(units: list[Cell] | list[Group], axes: list[Axis]) -> None:
-    """A token budget trains whole steps (tokens // (batch_size x seq_len)): two values of
-    train.tokens that give the same number of steps would be one run under two trial ids,
-    its losses shown at two budgets the run never had. Refused, naming both."""
-    seen: dict[str, tuple[int, int]] = {}
+    """A token budget trains whole steps (tokens // (batch_size x seq_len)) and sets the run's
+    length whatever train.steps says: two cells that differ only in train.tokens giving the
+    same number of steps, or only in train.steps beside one budget, would be one run under
+    two trial ids, its losses shown at two lengths the run never had. Refused, naming both."""
+    seen: dict[str, dict[str, Any]] = {}
     for unit in units:
         train = unit.config["train"]
         if train.get("tokens") is None:
             continue
-        per_step = train["batch_size"] * train["seq_len"]
-        steps = train["tokens"] // per_step
+        steps = train["tokens"] // (train["batch_size"] * train["seq_len"])
         key = repr(sorted({**unit.config, "train": {**train, "tokens": None, "steps": steps}
                            }.items()))
-        tokens, _ = seen.setdefault(key, (train["tokens"], steps))
-        if tokens != train["tokens"]:
-            low, high = sorted((tokens, train["tokens"]))
-            axis = next((a for a in axes if a.path == "train.tokens"), None)
-            where = f"axes.{axis.name}" if axis is not None else "train.tokens"
-            raise UserError(f"{where}: {low} and {high} tokens both train {steps} steps of "
-                            f"{per_step} tokens (batch_size {train['batch_size']} x seq_len "
-                            f"{train['seq_len']}): one run under two trial ids; give budgets "
-                            f"at least one step apart")
+        other = seen.setdefault(key, train)
+        if other is not train:
+            raise UserError(_one_run(other, train, steps, axes))
+
+
+def _one_run(a: dict[str, Any], b: dict[str, Any], steps: int, axes: list[Axis]) -> str:
+    """The line for two train sections whose token budget trains one run of `steps` steps."""
+    per_step = a["batch_size"] * a["seq_len"]
+    field = "tokens" if a["tokens"] != b["tokens"] else "steps"
+    axis = next((x for x in axes if x.path in (f"train.{field}", "train")), None)
+    where = f"axes.{axis.name}" if axis is not None else f"train.{field}"
+    low, high = sorted((a[field], b[field]))
+    if field == "tokens":
+        return (f"{where}: {low} and {high} tokens both train {steps} steps of {per_step} "
+                f"tokens (batch_size {a['batch_size']} x seq_len {a['seq_len']}): one run "
+                f"under two trial ids; give budgets at least one step apart")
+    return (f"{where}: {low} and {high} steps are not used: train.tokens {a['tokens']} sets "
+            f"the run's length ({steps} steps of {per_step} tokens), so both are one run under "
+            f"two trial ids; sweep train.tokens, or leave it out to sweep train.steps")
 
 
 def _cost_order(unit: Cell | Group) -> tuple[int, int]:

@@ -19,9 +19,26 @@ from mutransfer.results.later_fields import without_later_fields
 ID_LENGTH = 16  # hex digits: 64 bits, collisions out of reach for any sweep
 
 
+# Mappings whose order is part of what they say: `model.roles` gives each parameter the role
+# of the first pattern it matches, so {"emb.*": embedding, "*": hidden} and its reverse train
+# different models (sorted, they had one id, and the second found the first's results).
+ORDERED = (("model", "roles"),)
+
+
 def canonical_json(config: dict[str, Any]) -> str:
-    """Sorted keys, no whitespace: equal configs give equal text."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """Sorted keys (but those of ORDERED mappings, kept in their order), no whitespace:
+    equal configs give equal text, and a config whose ORDERED mappings are sorted gives the
+    text `json.dumps(sort_keys=True)` gave, so its id is the one earlier releases gave."""
+    return json.dumps(_sorted(config, ()), separators=(",", ":"), allow_nan=False)
+
+
+def _sorted(value: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        items = value.items() if path in ORDERED else sorted(value.items())
+        return {k: _sorted(v, (*path, str(k))) for k, v in items}
+    if isinstance(value, list | tuple):
+        return [_sorted(v, (*path, "[]")) for v in value]
+    return value
 
 
 def hash_config(config: dict[str, Any]) -> str:

@@ -42,7 +42,10 @@ def check_fit(res: Resources, configs: list[dict[str, Any]]) -> None:
             continue
         seen.add(width)
         share = gpus_for(res, config)  # auto: raises when one GPU is too small
-        if 0 < share < 1 and estimate_config(config).peak_gb * SAFETY > share * \
+        # a trial trains on one device: a share of 2 GPUs holds no more of it than one does
+        # (before, a fixed share >= 1 was never checked, and a trial one GPU cannot hold
+        # started anyway, to end out of memory)
+        if share > 0 and estimate_config(config).peak_gb * SAFETY > min(share, 1.0) * \
                 res.gpu_memory_gb:
             raise UserError(_too_big(config, res, share))
 
@@ -79,8 +82,9 @@ def _too_big(config: dict[str, Any], res: Resources, share: float = 1.0) -> str:
             f"GPU memory ({est.weights_bytes / 1e9:.1f} weights and optimizer, "
             f"{est.activation_bytes / 1e9:.1f} activations, {est.workspace_bytes / 1e9:.1f} "
             f"loss workspace; x{SAFETY:g} margin), more than {where} of gpu_memory_gb "
-            f"{res.gpu_memory_gb:g} holds; lower train.batch_size or seq_len, or use "
-            f"gpus_per_trial auto")
+            f"{res.gpu_memory_gb:g} holds; lower train.batch_size or seq_len"
+            # auto gives a larger share, never more than one GPU: no hint where one is too small
+            + (", or use gpus_per_trial auto" if share < 1 else ""))
 
 
 def plan_configs(plan: Plan) -> list[dict[str, Any]]:

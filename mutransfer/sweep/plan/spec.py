@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
@@ -30,7 +30,9 @@ from mutransfer.data.config import DataConfig
 from mutransfer.errors import UserError
 from mutransfer.param.config import ParamConfig, ParamName
 
-WidthMap = dict[int, float]
+# {width: amount}; its keys, text in JSON and YAML, are whole numbers (the schema says so)
+WidthMap = Annotated[dict[int, float], Field(json_schema_extra={
+    "propertyNames": {"pattern": r"^[-+]?[0-9]+$"}})]
 Logger = Literal["tensorboard", "csv", "json", "wandb", "mlflow"]
 
 
@@ -292,6 +294,12 @@ class SweepSpec(RunSpec):
         return base
 
 
+# The log2 of the smallest normal and the largest float64 (2^-1022, 2^1023). Subnormal LRs are
+# left out: every trial flushes subnormals to zero (mutransfer/denormals.py), and in a process
+# that has (a driver that ran a trial in-process) 2^-1074 itself reads as 0.0.
+LOG2_MIN, LOG2_MAX = -1022, 1023
+
+
 class LRRange(StrictModel):
     """LRs 2^lo ... 2^hi, `per_octave` points per factor of two (both ends included)."""
 
@@ -300,20 +308,80 @@ class LRRange(StrictModel):
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON schema of sweep files, with the typed trial sections and axes."""
-    values = list[float] | LRRange
+    """The JSON schema of sweep files, with the typed trial sections and axes: what the
+    models and the axes' reading (mutransfer/sweep/plan/axes.py) accept, as far as a schema
+    can say it, and as an editor reads YAML (1.2, where mutransfer reads 1.1: _yaml11)."""
+    schema_model = create_model(
+        "SweepFile", __base__=SweepSpec,
+        model=(ModelConfig | None, ModelConfig()), train=(TrainConfig | None, TrainConfig()),
+        data=(DataConfig | None, DataConfig()), param=(ParamConfig | None, ParamConfig()),
+        axes=(_axes_model() | None, {}))  # an empty section (`data:`) is {}
+    return _yaml11(schema_model.model_json_schema())
+
+
+def _axes_model() -> type:
+    """The axes as the schema shows them (axes.py reads them): each a non-empty list of
+    distinct values, `lr` also a log2 range or a mapping per parameterization, any other key
+    a dotted path into a section (a section itself: a list of mappings)."""
+    def values(item: Any) -> Any:
+        return Annotated[list[item], Field(min_length=1, json_schema_extra={"uniqueItems": True})]
+
+    log2 = Annotated[float, Field(ge=LOG2_MIN, le=LOG2_MAX)]
+    lr_range = create_model("LRRange", __base__=LRRange, __doc__=LRRange.__doc__,
+                            log2=(tuple[log2, log2], ...))
+    lrs = values(Annotated[float, Field(gt=0)]) | lr_range
+    by_param = Annotated[dict[ParamName, lrs], Field(min_length=1)]
     axes = create_model(
-        "Axes", __config__=ConfigDict(extra="allow"),
-        width=(list[int] | None, None), parameterization=(list[ParamName] | None, None),
-        lr=(values | dict[ParamName, values] | None, None), seed=(list[int] | None, None))
+        "Axes", __config__=ConfigDict(extra="allow", json_schema_extra=_other_axes),
+        width=(values(Annotated[int, Field(ge=8)]) | None, None),
+        parameterization=(values(ParamName) | None, None),
+        lr=(lrs | by_param | None, None), seed=(values(int) | None, None))
     axes.__doc__ = ("Each axis is a non-empty list of values; `lr` may also be a log2 range or "
                     "a mapping per parameterization. Any other key is a dotted path into the "
                     "trial config, e.g. param.overrides.ssm_B.lr_mult or train.steps.")
-    schema_model = create_model(
-        "SweepFile", __base__=SweepSpec,
-        model=(ModelConfig, ModelConfig()), train=(TrainConfig, TrainConfig()),
-        data=(DataConfig, DataConfig()), param=(ParamConfig, ParamConfig()), axes=(axes, {}))
-    return schema_model.model_json_schema()
+    return axes
+
+
+def _other_axes(schema: dict[str, Any]) -> None:
+    """The keys axes.py takes besides the typed ones: the shortcut optimizer, a section (a
+    list of mappings, one per cell) or a dotted path into one (a list of values)."""
+    nonempty = {"type": "array", "minItems": 1, "uniqueItems": True}
+    schema["propertyNames"] = {"pattern": r"^(width|parameterization|lr|seed|optimizer|"
+                                          r"(model|param|train|data)(\.[^.]+)*)$"}
+    schema["patternProperties"] = {r"^(model|param|train|data)$": {
+        **nonempty, "items": {"type": "object"}}}
+    schema["additionalProperties"] = nonempty
+
+
+# YAML 1.1 (yaml.safe_load, what mutransfer reads) takes these words as booleans; YAML 1.2 (an
+# editor's language server) as text, which a schema of booleans alone flagged.
+YAML11_BOOLEANS = ["yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"]
+# Text that a number field reads as a number (quoted, or `1e-3`, text to YAML 1.1)
+NUMBER_TEXT = r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"
+
+
+def _yaml11(node: Any) -> Any:
+    """`node` with each boolean also taking YAML 1.1's words for one, and each number its
+    text: a file mutransfer reads (`tie_embeddings: yes`, `lr: "1e-3"`) is no error to an
+    editor that reads YAML 1.2."""
+    if isinstance(node, list):
+        return [_yaml11(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _yaml11(v) if k not in ("default", "enum", "const") else v
+            for k, v in node.items()}
+    kind = node.get("type")
+    if kind not in ("boolean", "number", "integer"):
+        return node
+    # the field's title, description and default stay where an editor shows them
+    about = {k: v for k, v in node.items() if k in ANNOTATIONS}
+    value = {k: v for k, v in node.items() if k not in ANNOTATIONS}
+    text = ({"enum": YAML11_BOOLEANS} if kind == "boolean"
+            else {"type": "string", "pattern": NUMBER_TEXT})
+    return {**about, "anyOf": [value, text]}
+
+
+ANNOTATIONS = ("title", "description", "default", "examples", "deprecated")
 
 
 def load_spec(path: str | Path) -> SweepSpec:
