@@ -140,10 +140,12 @@ def test_a_curve_that_bends_carries_the_error_of_its_power_law_fit():
     assert v.verdict.item() == "PASS" and v.borderline.item() == 2
 
 
-def test_with_one_seed_and_two_widths_every_slope_beyond_the_tolerance_counts():
+def test_with_one_seed_and_two_widths_a_slope_beyond_the_tolerance_is_undecided():
+    """No standard error: nothing measures the noise (it was taken as exact: FAIL)."""
     df = table({"mup": {"conv": (0.0, 0.25)}}, seeds=(0,))
     v = verdicts(slopes(df[df.width.isin([64, 512])]))
-    assert v.verdict.item() == "FAIL" and np.isnan(v.se.item())
+    assert v.verdict.item() == "INCONCLUSIVE" and np.isnan(v.se.item())
+    assert v.robust.item() == 0 and v.undecided.item() > 0
 
 
 def test_two_widths_are_judged_by_their_seeds_spread_alone():
@@ -351,12 +353,29 @@ def test_the_standard_error_is_weighed_by_the_t_quantile_of_its_degrees_of_freed
     assert 0.05 < p < 0.065
 
 
-def test_a_slope_whose_standard_error_is_infinite_is_never_a_violation():
-    """An infinite s.e. says the slope could be anything: p = 1, not the p = 0 of a slope
-    measured exactly (s.e. 0) or of one with no s.e. at all (NaN, one seed at two widths)."""
+def test_a_slope_whose_standard_error_is_infinite_or_unknown_is_never_a_violation():
+    """An infinite s.e. says the slope could be anything, and so does none at all (NaN: one
+    seed at two widths, nothing measures the noise): p = 1, not the p = 0 of a slope
+    measured exactly (s.e. 0). Such a slope leaves the verdict INCONCLUSIVE."""
     sl = one_family([1.0, 1.0, 1.0], df=3).assign(se=[np.inf, 0.0, np.nan])
-    assert judge(sl).status.tolist() == ["borderline", "robust", "robust"]
-    assert judge(sl).p.tolist()[0] == 1.0
+    assert judge(sl).status.tolist() == ["borderline", "robust", "borderline"]
+    assert judge(sl).p.tolist()[0] == 1.0 and judge(sl).p.tolist()[2] == 1.0
+    unknown = one_family([1.0], df=3).assign(se=np.nan)
+    assert verdicts(unknown).verdict.item() == "INCONCLUSIVE"  # on a depth check too
+    assert verdicts(unknown, undecided_beyond=0.2).verdict.item() == "INCONCLUSIVE"
+
+
+def test_one_seed_at_two_widths_is_inconclusive_not_a_failure_of_a_correct_model(
+        tmp_path, capsys):
+    """`coord-check --seeds 0 --widths 16 32` of mup_ssm said FAIL, p_holm < 1e-6: one
+    seed's slope between two widths has no standard error, and was taken as exact."""
+    rc = main(["coord-check", "--widths", "16", "32", "--steps", "1", "--seeds", "0",
+               "--param", "mup_ssm", "--out", str(tmp_path / "cc")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "with one seed at two widths nothing measures the noise" in out
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["mup_ssm"])
+    assert row.split()[1] == "INCONCLUSIVE", row
 
 
 def test_many_slopes_are_held_to_a_family_wise_error_rate_by_holm():

@@ -174,18 +174,19 @@ def excess(sl: pd.DataFrame, tol: float = TOLERANCE) -> pd.Series:
 def p_values(sl: pd.DataFrame, tol: float = TOLERANCE,
              ex: pd.Series | None = None) -> pd.Series:
     """One-sided p of "inside the band" per slope: P(T_df > excess / se); 1 inside the band
-    and where the standard error is infinite (the slope could be anything), 0 where the
-    excess is infinite or there is no standard error to weigh it by (NaN or 0: the excess is
-    taken as measured exactly). `ex`: the excess when the band is not ±tol everywhere
-    (default: `excess(sl, tol)`)."""
+    and where the standard error is infinite or unknown (NaN: one seed at two widths, where
+    nothing measures the noise: the slope could be anything near it; before, such a slope
+    counted as measured exactly, and a correct mup_ssm FAILed `coord-check --seeds 0` with
+    p < 1e-6), 0 where the excess is infinite or the standard error 0 (measured exactly).
+    `ex`: the excess when the band is not ±tol everywhere (default: `excess(sl, tol)`)."""
     ex = (excess(sl, tol) if ex is None else ex).to_numpy(float)
     se = sl["se"].to_numpy(float)
     df = sl["df"].to_numpy(float)
     p = np.ones(len(sl))
     for i in np.flatnonzero(ex > 0):
-        if se[i] == np.inf and np.isfinite(ex[i]):
+        if (se[i] == np.inf or np.isnan(se[i])) and np.isfinite(ex[i]):
             continue
-        if not np.isfinite(ex[i]) or not se[i] > 0 or not np.isfinite(se[i]):
+        if not np.isfinite(ex[i]) or not se[i] > 0:
             p[i] = 0.0
         else:
             p[i] = t_upper(ex[i] / se[i], df[i]) if df[i] >= 1 else 1.0
@@ -226,7 +227,8 @@ def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
 
     FAIL when any slope is a robust violation. INCONCLUSIVE when none is but a borderline
     slope lies outside the band by more than `undecided_beyond` (a width check: the band's
-    own width, `tol`; None: never): the test had no power to call it. `largest` is the robust
+    own width, `tol`; None: never), or has no standard error (one seed at two points): the
+    test had no power to call it. `largest` is the robust
     violation of largest |slope|; on an INCONCLUSIVE, the undecided slope of largest excess;
     on a PASS, the slope nearest the band's edge (largest |slope|, counting only growth where
     shrinking is allowed). `p_holm` is that slope's Holm-adjusted p; `undecided` counts those
@@ -237,8 +239,10 @@ def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
     rows = []
     for param, g in judged.groupby("parameterization", sort=False):
         robust = g[g["status"] == "robust"]
-        far = g[(g["status"] == "borderline") & (g["excess"] > undecided_beyond)] if (
-            undecided_beyond is not None) else g.iloc[:0]
+        # undecided: outside the band by more than `undecided_beyond`, or by any amount
+        # with no standard error at all (one seed at two widths or depths)
+        beyond = g["excess"] > undecided_beyond if undecided_beyond is not None else False
+        far = g[(g["status"] == "borderline") & (beyond | g["se"].isna())]
         order = (robust["slope"].abs() if len(robust) else far["excess"] if len(far)
                  else reach[g.index]).sort_values(ascending=False).index
         r = g.loc[order[0]]
@@ -307,18 +311,22 @@ def verdict_text(judged: pd.DataFrame, v: pd.DataFrame, last_step: int,
         f"do not depend on {name}. FAIL: a slope outside ±{tol:g} by a t test (s.e.: seed spread "
         f"+ power-law fit) significant at family-wise {alpha:g}",
         "(Holm over each parameterization's slopes); borderline slopes are counted apart. sp is "
-        f"expected to FAIL. Read more: {DOCS}.", *_undecided_text(v, tol),
+        f"expected to FAIL. Read more: {DOCS}.", *_undecided_text(v, tol, name),
         format_verdicts(v)])
 
 
-def _undecided_text(v: pd.DataFrame, tol: float) -> list[str]:
+def _undecided_text(v: pd.DataFrame, tol: float, name: str = "width") -> list[str]:
     """What an INCONCLUSIVE means and what decides it (nothing when there is none)."""
     if "undecided" not in v or not (v["verdict"] == "INCONCLUSIVE").any():
         return []
-    return [f"INCONCLUSIVE: no violation, but a slope lies outside ±{tol:g} by more than "
-            f"{tol:g} and the test cannot tell it from noise at these seeds and widths "
-            "(undecided: how many); add seeds or widths (the defaults, 8 seeds at widths "
-            "64-1024, decide)."]
+    one_seed = v.loc[v["verdict"] == "INCONCLUSIVE", "se"].isna().any()
+    why = (f"and with one seed at two {name}s nothing measures the noise" if one_seed else
+           f"by more than {tol:g} and the test cannot tell it from noise at these seeds and "
+           f"{name}s")
+    return [f"INCONCLUSIVE: no violation, but a slope lies outside ±{tol:g} {why} "
+            f"(undecided: how many); add seeds or {name}s"
+            + (" (the defaults, 8 seeds at widths 64-1024, decide)." if name == "width" else
+               ".")]
 
 
 def format_verdicts(v: pd.DataFrame) -> str:
