@@ -116,6 +116,11 @@ class ModelConfig(StrictModel):
                         name].default:
                     raise ValueError(f"model.{section}.{name} is used only by "
                                      f"{section}.scheme {scheme} (the scheme is {opts.scheme})")
+        for name in _LOG_UNIFORM_ONLY:  # autocorr replaces the log-uniform draw they bound
+            if self.dt_init.scheme == "autocorr" and getattr(self, name) != type(
+                    self).model_fields[name].default:
+                raise ValueError(f"model.{name} is not used under dt_init.scheme autocorr (Δ "
+                                 f"comes from the data's autocorrelation); leave it out")
         im = self.imag_init
         for name in ("ridge", "max_lag"):
             if im.scheme == "memory" and im.memory != "ridge" and getattr(im, name) != \
@@ -150,6 +155,8 @@ _NOT_READ_WHY = {
     **{("package.module:factory", f): " (a factory takes its settings from model.options)"
        for f in _FACTORY_UNREAD},
 }
+# the range of dt_init log_uniform's draw, top-level fields that dt_init autocorr never reads
+_LOG_UNIFORM_ONLY = ("dt_min", "dt_max")
 # (section, the scheme that reads them, its fields)
 _SCHEME_FIELDS = (("dt_init", "autocorr", ("kappa", "spread", "estimator")),
                   ("imag_init", "memory", ("min_separation", "memory", "ridge", "max_lag")))
