@@ -116,6 +116,14 @@ def test_plot_prints_the_paths_it_wrote(tmp_path, capsys):
     assert sum(p.endswith(".png") for p in printed) == 4
 
 
+def test_plot_of_a_file_uri_store_writes_into_its_folder(tmp_path, capsys):
+    """`file:///path` names a folder of this machine as a plain path does; `plot` and the
+    sweep's own analysis refused it as "not a local folder" (taken for a bucket)."""
+    root = planted_results(tmp_path, [64, 128])
+    assert main(["plot", root.as_uri()]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.split()[-1] == str(root / "analysis" / "report.html")
+
+
 def test_summary_table_names_every_width_and_the_drift(tmp_path):
     a = analyze(planted_results(tmp_path, [64, 128, 256]))
     text = summary_table(a)

@@ -22,18 +22,20 @@ from mutransfer.analysis.core import Analysis, analyze
 from mutransfer.analysis.render import full_text, summary_table
 from mutransfer.analysis.write import write_analysis, write_report
 from mutransfer.errors import UserError
-from mutransfer.results.fs import is_uri
+from mutransfer.results.fs import local_folder
 
 __all__ = ["Analysis", "analyze", "write_analysis", "summary_table", "full_text", "make_plots",
            "analysis_dir"]
 
 
 def analysis_dir(results_dir: str | Path) -> Path:
-    """Where the analysis of a results folder is written: RESULTS_DIR/analysis, local only."""
-    if is_uri(str(results_dir)):
+    """Where the analysis of a results folder is written: RESULTS_DIR/analysis, local only
+    (a plain path or a file:// URI: a folder of this machine's filesystem)."""
+    folder = local_folder(str(results_dir))
+    if folder is None:
         raise UserError(f"{results_dir} is not a local folder: give an output folder (--out) "
                         "for the analysis files")
-    return Path(results_dir) / "analysis"
+    return Path(folder) / "analysis"
 
 
 def make_plots(results_dir: str | Path, analysis: Analysis | None = None,

@@ -160,9 +160,9 @@ def print_summary(location: str, out: TextIO, analysis: bool = True) -> None:
 def _plots(location: str, result: object, out: TextIO) -> None:
     """What `mutransfer analyze` and `mutransfer plot` write: the tables, plots and report."""
     from mutransfer.analysis import analysis_dir, make_plots, write_analysis
-    from mutransfer.results.fs import is_uri
+    from mutransfer.results.fs import local_folder
 
-    if is_uri(location):
+    if local_folder(location) is None:  # a bucket; a file:// URI is a folder here
         print("plots: run `mutransfer plot` on a local copy of the results", file=out)
         return
     try:
