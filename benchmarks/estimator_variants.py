@@ -6,7 +6,7 @@ of the grid reproduces the grid's lr*, without losing its grid-placement stabili
 curves?).
 
     python benchmarks/estimator_variants.py [--every-lr] [--flat] [--robust C] [--floor SD] \
-        [--band H] [--narrow STEPS MIN] [--linex K] [--centroid SD TAU] \
+        [--band H] [--narrow STEPS MIN] [--linex K] [--centroid SD TAU] [--lepski KAPPA] \
         [--level | --blowup K | --core R | --bounded S | --fixed-slopes BELOW ABOVE | \
          --slope-prior BELOW ABOVE DF | --pooled] \
         [--oracle-var | --oracle-model | --oracle-slopes] SCRIPT.py [SCRIPT's arguments...]
@@ -66,6 +66,9 @@ SCRIPT is a benchmark of this folder that reads lr* through mutransfer.analysis
               noise outweighs TAU^2 (TAU nats; inf: not at all), the parabola standing in
               where the window has no LR (centroid_of). A grid's placement moves a smooth
               kernel's centroid far less than a vertex (benchmarks/README.md).
+  --lepski KAPPA  each fit's window chosen per curve from 0.5-1.0 x the analysis's (Lepski's
+              rule: the widest whose vertex lies within KAPPA s.e. of every narrower one's),
+              so a curve that is no parabola over the wide window is read over a narrow one.
 Without a flag the script runs as the analysis does. The figures of the comparison are in
 benchmarks/README.md "A local lr* estimator" and "lr* on real curves" (the fixed shape).
 """
@@ -201,6 +204,53 @@ def narrow(steps: float, least: float) -> None:
 
     optimum.grid_window = grid_window
     decisions.grid_window = grid_window
+
+
+LEPSKI_SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)  # windows tried, as shares of the analysis's
+
+
+def lepski(kappa: float) -> None:
+    """--lepski KAPPA: each row's window chosen from the ladder LEPSKI_SCALES x the analysis's
+    (Lepski's rule for a local fit's bandwidth): the widest window whose vertex lies within
+    KAPPA standard errors of every narrower window's vertex (each its own sandwich s.e. from
+    the points' variances, fit.model_variance). A wide window averages the curve's roughness
+    out; where the curve is not a parabola over it (a flat bottom between a slow wall and a
+    cliff), the narrower windows' vertices disagree with it and a narrower one is read."""
+    base = fit.fit_optimum
+
+    def fit_optimum(log2_lr, loss, window=fit.FIT_WINDOW, point_var=None):
+        x = np.asarray(log2_lr, dtype=float)
+        y = np.asarray(loss, dtype=float)
+        b = len(y)
+        win = np.broadcast_to(np.asarray(window, dtype=float), (b,))
+        fits = [base(x, y, win * s, point_var=point_var) for s in LEPSKI_SCALES]
+        pv = None if point_var is None else np.broadcast_to(np.asarray(point_var, float), y.shape)
+        k_n = len(fits)
+        v, se = np.full((k_n, b), np.nan), np.full((k_n, b), np.nan)
+        for k, f in enumerate(fits):
+            for i in np.flatnonzero(f.fitted):
+                row = f.row(i)
+                if pv is None:
+                    rss, dof = fit.residual_variance(x, y[i], row)
+                    var = fit.model_variance(x, row) * rss / dof if dof > 0 else np.nan
+                else:
+                    var = fit.model_variance(x, row, pv[i])
+                v[k, i], se[k, i] = row.log2_lr[0], math.sqrt(var) if var >= 0 else np.nan
+        chosen = np.full(b, k_n - 1)
+        for i in range(b):
+            ok = [k for k in range(k_n) if np.isfinite(v[k, i]) and np.isfinite(se[k, i])]
+            best = None
+            for k in ok:
+                if all(abs(v[k, i] - v[j, i]) <= kappa * se[j, i] for j in ok if j < k):
+                    best = k
+                else:
+                    break
+            if best is not None:
+                chosen[i] = best
+        pick = {f: np.stack([getattr(g, f) for g in fits]) for f in fits[0].__dataclass_fields__}
+        return fit.OptimumFit(*(pick[f][chosen, np.arange(b)] for f in pick))
+
+    fit.fit_optimum = optimum.fit_optimum = decisions.fit_optimum = fit_optimum
 
 
 CENTROID_REACH = 4.0  # sds of the kernel: how far past the window's LRs the parabola stands in
@@ -651,6 +701,7 @@ def main() -> None:
     ap.add_argument("--floor", type=float, metavar="SD")
     ap.add_argument("--narrow", type=float, nargs=2, metavar=("STEPS", "MIN"))
     ap.add_argument("--linex", type=float, metavar="K")
+    ap.add_argument("--lepski", type=float, metavar="KAPPA")
     ap.add_argument("--centroid", type=float, nargs=2, metavar=("SD", "TAU"))
     weights.add_argument("--band", type=float, metavar="NATS")
     model = ap.add_mutually_exclusive_group()  # the noise model's smooth part, one of
@@ -674,6 +725,8 @@ def main() -> None:
         narrow(*args.narrow)
     if args.linex:
         linex(args.linex)
+    if args.lepski:
+        lepski(args.lepski)
     if args.centroid:
         centroid(*args.centroid)
     if args.robust or args.floor or args.band:
