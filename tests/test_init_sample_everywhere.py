@@ -38,3 +38,30 @@ def test_check_measures_the_coordinates_of_a_model_with_the_autocorr_timescale_i
     err = capsys.readouterr().err
     assert rc != 2, err  # a verdict (FAIL 1, INCONCLUSIVE 3), not a refusal
     assert json.loads((tmp_path / "out" / "verdict.json").read_text())["verdict"]
+
+
+def test_a_gpu_scan_backend_does_not_stop_the_autocorr_init_on_the_cpu_it_builds_on():
+    """A trial builds its model on the CPU and moves it to its device after: with
+    `scan_backend: triton` (or mamba_ssm), dt_init autocorr and two layers, reading layer 1's
+    input ran layer 0's GPU-only scan on CPU tensors and every GPU trial failed while
+    building. The init's passes scan with the CPU's default; the mixers keep their backend."""
+    import torch
+
+    from mutransfer.config import TrialConfig
+    from mutransfer.data import load_data
+    from mutransfer.models.build import build_model
+    from mutransfer.models.data_init import init_sample
+
+    def built(backend):
+        cfg = TrialConfig.model_validate({
+            "width": 32, "data": {"source": "stdlib"}, "train": {"seq_len": 32},
+            "model": {"base_width": 32, "n_layer": 2, "d_state": 4, "scan_backend": backend,
+                      "dt_init": {"scheme": "autocorr"}}})
+        source = load_data(cfg.data)
+        torch.manual_seed(0)
+        return build_model(cfg, source.spec, sample=init_sample(cfg, source, 32))
+
+    gpu, cpu = built("triton"), built("auto")
+    assert [layer.mixer.scan_backend for layer in gpu.layers] == ["triton", "triton"]
+    for a, b in zip(gpu.layers, cpu.layers):  # the same Δ as the CPU's own scan gives
+        torch.testing.assert_close(a.mixer.dt_proj.bias, b.mixer.dt_proj.bias, rtol=0, atol=0)

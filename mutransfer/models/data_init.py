@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
@@ -102,12 +103,32 @@ def apply_init_schemes(model: nn.Module, cfg, spec, sample: Sample | None = None
     block_inputs = _block_inputs(model, inputs) if autocorr_dt_init else None
     for i, mixer in enumerate(mixers):
         if block_inputs is not None:  # Δ before A_im: Im(A) = θ/Δ
-            x = _ssm_input(model.layers[i], next(block_inputs))
+            with scans_where_built(model):
+                x = _ssm_input(model.layers[i], next(block_inputs))
             mixer.reset_dt(autocorr_dt(x, mc.dt_init, channels=mixer.channels, layer=i))
         if chosen is not None:
             with torch.no_grad():
                 mixer.A_im.copy_(memory.imag_parts(chosen, mixer.dt(), mixer.modes,
                                                    mc.imag_init.min_separation))
+
+
+@contextmanager
+def scans_where_built(model: nn.Module) -> Iterator[None]:
+    """The init's forward passes run where the model is built, the CPU (a trial moves it to
+    its device after): a mixer set to a GPU scan backend (triton, mamba_ssm) scans there with
+    the device's default, the same scan by another kernel. Before, `scan_backend: triton`
+    (or mamba_ssm) with dt_init autocorr and two layers failed every GPU trial while building:
+    layer 1's input needs layer 0's scan, and those kernels take CUDA tensors only."""
+    mixers = [m for m in (layer.mixer for layer in model.layers) if hasattr(m, "scan_backend")]
+    saved = [m.scan_backend for m in mixers]
+    if next(model.parameters()).device.type == "cpu":
+        for m in mixers:
+            m.scan_backend = None
+    try:
+        yield
+    finally:
+        for m, backend in zip(mixers, saved):
+            m.scan_backend = backend
 
 
 def zero_real_parts(mixer: nn.Module, fraction: float) -> torch.Tensor:
