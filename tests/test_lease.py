@@ -92,6 +92,22 @@ def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_stale(store):
     taken.release()
 
 
+def test_a_holder_in_another_pid_namespace_of_this_host_is_live_by_its_heartbeat(
+        store, monkeypatch):
+    """A container sharing this host's name and kernel but not its process list (host
+    networking): its driver's pid means nothing here, so its fresh heartbeat decides. Before,
+    the pid (absent here) said dead and its lease was taken: two drivers on one store."""
+    real = os.readlink
+    monkeypatch.setattr(os, "readlink", lambda p: "pid:[4026531999]" if p == "/proc/self/ns/pid"
+                        else real(p))
+    other = Lease(store)  # written in the other namespace: the same host and boot
+    monkeypatch.setattr(os, "readlink", real)
+    other.holder.pid = 2**22 + 7  # no such process here
+    store.write_text(LEASE, json.dumps(other.holder.__dict__))
+    with pytest.raises(UserError, match="in use by another sweep driver"):
+        Lease(store).acquire(settle_s=0)
+
+
 def soon(condition, timeout_s: float = 60.0) -> bool:
     """Whether `condition()` holds within `timeout_s` (checked every 10 ms)."""
     deadline = time.monotonic() + timeout_s

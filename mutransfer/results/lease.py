@@ -77,10 +77,18 @@ def _proc_start(pid: int) -> str:
 
 
 def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
+    """This machine as a lease tells it: the kernel's boot id and this process's pid
+    namespace. Two containers that share the host's name and kernel (host networking, e.g.
+    Kubernetes hostNetwork pods) see different process lists: by boot id alone one judged the
+    other's live driver dead by its pid, took its lease, and two drivers wrote one store."""
+    parts = []
+    for read in (lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+                 lambda: os.readlink("/proc/self/ns/pid")):
+        try:
+            parts.append(read())
+        except OSError:
+            continue
+    return " ".join(parts)
 
 
 def _alive(pid: int, start: str) -> bool:
