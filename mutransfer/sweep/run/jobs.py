@@ -12,7 +12,6 @@ machine), so that `mutransfer plot results/NAME` here reads what the cluster wro
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import re
 import shlex
@@ -22,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mutransfer.data.files import visible
-from mutransfer.errors import UserError, first_line
+from mutransfer.data.files import resolve_files
+from mutransfer.errors import DataMissing, UserError, first_line
 from mutransfer.results.fs import StorageUnreachable
 from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
@@ -304,13 +303,12 @@ def _why_not_uploaded(value: str, root: Path) -> str | None:
     return next((why for f in files if (why := rules.why(f))), None)
 
 
-def _files_at(where: Path) -> list[Path]:
-    """The files the data layer would read at `where` (mutransfer/data/files.py)."""
-    if glob.has_magic(str(where)):
-        return [Path(m) for m in glob.glob(str(where), recursive=True) if os.path.isfile(m)]
-    if where.is_dir():
-        return [f for f in where.rglob("*") if f.is_file() and visible(f, where)]
-    return [where] if where.is_file() else []
+def _files_at(where: Path) -> tuple[Path, ...]:
+    """The files the data layer reads at `where` (a file, a folder or a glob); none there."""
+    try:
+        return resolve_files(str(where), "data").files
+    except DataMissing:
+        return ()
 
 
 class _UploadRules:
