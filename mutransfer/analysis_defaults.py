@@ -14,6 +14,9 @@ COORD_TOLERANCE = 0.2  # coordinate check: largest |slope of log2 RMS vs log2 wi
 # the config paths that set a trial's training tokens (the `tokens` scale axis)
 TOKEN_SOURCES = ("train.steps", "train.tokens", "train.batch_size", "train.seq_len")
 COORD_ALPHA = 0.05  # coordinate check: family-wise error rate of the violations (Holm, t test)
+# LRs closer than this (relative) are one grid value to the analysis (analysis/groups.py), and
+# so one LR to a sweep file (sweep/plan/axes.py refuses two such LRs in one list)
+SAME_LR_RTOL = 1e-9
 
 
 class AnalysisSection(BaseModel):

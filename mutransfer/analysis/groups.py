@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mutransfer.analysis.choice import TOKEN_SOURCES, TOKENS, WIDTH, Choice, training_tokens
+from mutransfer.analysis_defaults import SAME_LR_RTOL
 from mutransfer.divergence import DivergenceMonitor
 from mutransfer.results.schema import stored_config
 from mutransfer.results.store import TRIAL_COLUMNS
@@ -193,10 +194,10 @@ def prepare(trials: pd.DataFrame, choice: Choice | None = None) -> Prepared:
                     scale_axes=scale_axes, stopped=hit.reset_index(drop=True))
 
 
-# LRs closer than this (relative) are one grid value: 2.0 ** (lo + i / k) gives the same LR a
-# last-digit apart for two values of lo (a grid extended downward, or another sweep's), and
-# the analysis took the two for two LRs, each "not run" at the widths that ran the other
-SAME_LR_RTOL = 1e-9
+# LRs closer than SAME_LR_RTOL (relative) are one grid value: 2.0 ** (lo + i / k) gives the
+# same LR a last-digit apart for two values of lo (a grid extended downward, or another
+# sweep's), and the analysis took the two for two LRs, each "not run" at the widths that ran
+# the other
 
 
 def same_grid_values(lr: pd.Series) -> pd.Series:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mutransfer.analysis_defaults import TOKEN_SOURCES, AnalysisSection
+from mutransfer.analysis_defaults import SAME_LR_RTOL, TOKEN_SOURCES, AnalysisSection
 from mutransfer.config import TrialConfig
 from mutransfer.configbase import MAX_INT, validate, yaml12_float
 from mutransfer.errors import UserError
@@ -188,9 +188,6 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
 # A log2 range whose span is this close to a whole number of steps is one (floats: (-6 -
 # -10) * 3 is exactly 12, but a bound like -8.3 + 0.3 is not exactly -8).
 WHOLE_STEP_SLACK = 1e-9
-# LRs this close (relative) are one LR to the analysis (analysis/groups.py's SAME_LR_RTOL:
-# the two would be one grid point there, with two trials of a seed).
-SAME_LR_RTOL = 1e-9
 
 
 def _check_distinct_lrs(where: str, lrs: tuple[float, ...]) -> None:
