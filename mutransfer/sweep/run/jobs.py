@@ -274,6 +274,7 @@ def check_uploaded(data_configs: list[dict[str, Any]], root: Path, source: str) 
     holds only what was uploaded: one outside `root`, not there, or left out of the upload
     (EXCLUDES, a .gitignore or .rayignore) would fail the job on the cluster after it
     started; refused here in one line. Absolute paths are the cluster's to have."""
+    rules = _UploadRules(root)  # its ignore files read once for every path
     for data in data_configs:
         for field in ("path", "tokenizer"):
             value = data.get(field)
@@ -282,24 +283,24 @@ def check_uploaded(data_configs: list[dict[str, Any]], root: Path, source: str) 
             value = str(value)
             if not is_relative_path(value):
                 continue
-            why = _why_not_uploaded(value, root)
+            why = _why_not_uploaded(value, rules)
             if why:
                 raise UserError(f"{source}: data.{field} {value} is relative, so the job reads "
                                 f"it in its uploaded copy of {root}, which lacks it ({why}); "
                                 f"give the absolute path where every node has it")
 
 
-def _why_not_uploaded(value: str, root: Path) -> str | None:
+def _why_not_uploaded(value: str, rules: _UploadRules) -> str | None:
     """Why the job's copy of `root` would lack the data at the relative `value` (a file, a
     folder or a glob): outside `root`, nothing there, or a file of it left out of the
-    upload. None: every file of it goes up."""
+    upload (`rules`, of the uploaded root). None: every file of it goes up."""
+    root = rules.root
     where = Path(os.path.normpath(root / value))  # not resolve(): a symlink in root goes up
     if where != root and root not in where.parents:
         return f"{where} is outside it"
     files = _files_at(where)
     if not files:
         return f"there is nothing at {where} here to upload"
-    rules = _UploadRules(root)
     return next((why for f in files if (why := rules.why(f))), None)
 
 
