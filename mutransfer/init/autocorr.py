@@ -17,7 +17,7 @@ the timescale rule Δ* = κ / √(L · λ_max(R)) (Liu & Li, ICLR 2025).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -38,12 +38,34 @@ def sample_operator(x: torch.Tensor) -> MatVec:
     return lambda v: rows.T @ (rows @ v) / n
 
 
-def autocorrelation(x: torch.Tensor) -> torch.Tensor:
-    """r̂(k), k = 0..L-1: Σ_i Σ_t x_{i,t} x_{i,t+k} / (n L), by FFT (the biased estimator)."""
-    rows = as_rows(x)
-    n, length = rows.shape
-    spec = torch.fft.rfft(rows, n=2 * length)
-    r = torch.fft.irfft((spec * spec.conj()).sum(0), n=2 * length)[:length]
+# Rows FFT'd at once by the `toeplitz` estimate: the model's SSM input holds (sample sequences x
+# channels) rows, 131,072 of length 2048 at width 4096, whose float64 copy and spectra at once
+# took ~13 GiB; a block of this many entries takes ~130 MiB, and the sums are over rows, so
+# blocks change nothing but the order of a float64 sum (inputs of one block: nothing at all).
+BLOCK_ENTRIES = 1 << 22
+
+
+def row_blocks(x: torch.Tensor) -> Iterator[torch.Tensor]:
+    """The rows of x (..., L) in float64, a block of about BLOCK_ENTRIES entries at a time
+    (one block for a 1-d x)."""
+    rows = x.detach().reshape(-1, x.shape[-1])
+    step = max(1, BLOCK_ENTRIES // max(1, rows.shape[1]))
+    for start in range(0, rows.shape[0], step):
+        yield rows[start:start + step].to(torch.float64)
+
+
+def autocorrelation(x: torch.Tensor, mean: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """r̂(k), k = 0..L-1: Σ_i Σ_t y_{i,t} y_{i,t+k} / (n L), y = x - mean, by FFT (the biased
+    estimator), a block of rows at a time."""
+    n, length = math.prod(x.shape[:-1]), x.shape[-1]
+    power = None
+    for block in row_blocks(x):
+        spec = torch.fft.rfft(block - mean, n=2 * length)
+        part = (spec * spec.conj()).sum(0)
+        power = part if power is None else power + part
+    if power is None:  # no rows: no estimate
+        return torch.full((length,), math.nan, dtype=torch.float64)
+    r = torch.fft.irfft(power, n=2 * length)[:length]
     return r / (n * length)
 
 
@@ -56,11 +78,22 @@ def toeplitz_operator(r: torch.Tensor) -> MatVec:
         :length]
 
 
+def entry_mean(x: torch.Tensor) -> torch.Tensor:
+    """The mean of all entries of x in float64, summed a block of rows at a time."""
+    blocks = row_blocks(x)
+    first = next(blocks, None)
+    if first is None:
+        return torch.tensor(math.nan, dtype=torch.float64)
+    rest = [b.sum() for b in blocks]
+    if not rest:
+        return first.mean()
+    return (first.sum() + torch.stack(rest).sum()) / x.numel()
+
+
 def stationary_operator(x: torch.Tensor) -> MatVec:
     """v -> m² 1(1ᵀv) + Toeplitz(ĉ) v: the `toeplitz` estimate of R (module docstring)."""
-    rows = as_rows(x)
-    mean = rows.mean()
-    cov = toeplitz_operator(autocorrelation(rows - mean))
+    mean = entry_mean(x)
+    cov = toeplitz_operator(autocorrelation(x, mean))
     return lambda v: mean * mean * v.sum() + cov(v)
 
 
