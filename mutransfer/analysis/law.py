@@ -10,7 +10,9 @@ grid's edge (bounds) and without a fitted optimum are left out.
 
 Held-out check, per scale axis: refit without the points at that axis's largest value and
 predict them; the miss is measured - predicted log2 optimum (octaves), averaged over the held
-points, with the interval from both the held points' s.e. and the refit's covariance. Row
+points, with the interval from both the held points' s.e. (inflated by the refit's Birge
+ratio where it exceeds 1, as the refit's covariance is: a held point scatters as the fitted
+ones do) and the refit's covariance. Row
 `all`: refit without every point at the largest value of any axis and predict the corner (every
 axis at its largest): the extrapolation to a model larger than any in the fit. Fewer points
 than parameters (or an axis with one value left): a `no fit` row, never a crash.
@@ -39,6 +41,12 @@ class LawFit:
     birge: float          # chi^2 / (n - p); NaN without residual df or weights
     method: str           # wls | ols
     n: int
+
+    @property
+    def inflation(self) -> float:
+        """The factor on the points' variances beyond their s.e.: the Birge ratio where it
+        exceeds 1 (the covariance is inflated by it), else 1."""
+        return self.birge if np.isfinite(self.birge) and self.birge > 1 else 1.0
 
     @property
     def t(self) -> float:
@@ -140,9 +148,13 @@ def _holdout_row(fp: FamilyPoints, held: np.ndarray, target: np.ndarray, label: 
     fit = fit_law(fp.scales[~held], fp.y[~held], fp.se[~held], fp.noise_df)
     pred, _ = fit.predict(design(fp.scales[target]))
     miss = fp.y[target] - pred
-    # the held points' own noise (independent of the refit) and the refit's, at their mean
+    # the held points' own noise (independent of the refit) and the refit's, at their mean;
+    # a held point scatters about the law as the fitted ones do: by its s.e. times the Birge
+    # ratio's root where the fit's covariance is inflated by it (before, only the refit's part
+    # carried the scatter beyond the intervals, and the held-out interval undercovered: 0.92
+    # for a law whose optima scatter 3x their s.e.), by the residual scatter under OLS
     xbar = design(fp.scales[target]).mean(axis=0)
-    se_meas = (fp.se[target] if fit.method == "wls"
+    se_meas = (fp.se[target] * math.sqrt(fit.inflation) if fit.method == "wls"
                else np.full(len(miss), math.sqrt(fit.birge) if fit.n > len(fit.beta) else 0.0))
     var_mean = float(xbar @ fit.cov @ xbar + (se_meas**2).sum() / len(miss) ** 2)
     se = math.sqrt(var_mean) if var_mean >= 0 else math.nan

@@ -14,10 +14,11 @@ from mutransfer.analysis.choice import Choice
 
 VALUE_COLUMNS = ("lr", "lr_opt", "ci_low", "ci_high", "lr_argmin", "largest_trained",
                  "smallest_any_diverged", "boundary", "largest_any_trained",
-                 "smallest_all_diverged", "boundary_all", "lr_transferred", "lr_nearest",
-                 "lr_used", "best_lr")
+                 "smallest_all_diverged", "boundary_all", "smallest_unstable",
+                 "lr_transferred", "lr_nearest", "lr_used", "best_lr")
 OCTAVE_COLUMNS = ("slope", "intercept", "stderr", "ols_low", "ols_high", "ci_low", "ci_high",
-                  "se", "slope_all", "se_log2", "lr_gap_log2", "estimate", "log2_opt",
+                  "se", "se_seeds", "se_placement", "feasible_low", "feasible_high",
+                  "scatter", "slope_all", "se_log2", "lr_gap_log2", "estimate", "log2_opt",
                   "log2_law", "residual", "miss", "max_abs_miss")
 
 
