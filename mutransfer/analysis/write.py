@@ -39,6 +39,15 @@ def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _small_strings(table: pa.Table) -> pa.Table:
+    """Text columns as Arrow `string` (docs/results-format.md), as the trials and steps
+    tables store it: pandas 3 hands its text to Arrow as `large_string`, older pandas as
+    `string`, and a reader's schema should not depend on the pandas that wrote the table."""
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
+
+
 def write_table(df: pd.DataFrame, stem: Path) -> list[Path]:
     """`stem`.parquet and `stem`.csv (an empty table removes stale copies instead)."""
     paths = [stem.with_suffix(".parquet"), stem.with_suffix(".csv")]
@@ -47,7 +56,7 @@ def write_table(df: pd.DataFrame, stem: Path) -> list[Path]:
             p.unlink(missing_ok=True)
         return []
     safe = _parquet_safe(df)
-    pq.write_table(pa.Table.from_pandas(safe, preserve_index=False), paths[0])
+    pq.write_table(_small_strings(pa.Table.from_pandas(safe, preserve_index=False)), paths[0])
     safe.to_csv(paths[1], index=False)
     return paths
 
