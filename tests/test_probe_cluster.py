@@ -5,6 +5,7 @@ GPU sweep on a machine without one. No Ray cluster: Ray's Jobs API client is a f
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -275,3 +276,43 @@ def test_doctor_without_a_cluster_is_not_ready_for_a_gpu_sweep_on_a_machine_with
     assert "ready" not in out
     assert err.strip() == f"error: gpu.yaml: {says}; run it on a cluster (doctor --address " \
                           f"HEAD:6379 checks one)"
+
+
+# a GCS bucket behind an endpoint that refuses every connection: pyarrow's client retries
+# (credentials, then the request) for 15 minutes by default, wherever the test runs
+UNREACHABLE_GCS = "gs://bucket/results?endpoint_override=127.0.0.1:9&scheme=http"
+
+
+def _finishes(monkeypatch, argv: list[str], wait_s: float = 120.0) -> int:
+    """main(argv) with a 1 s first look at storage, in a thread given `wait_s` (before: it
+    sat in pyarrow's retries for 15 minutes, then looked again)."""
+    monkeypatch.setattr("mutransfer.results.fs.FIRST_CONTACT_S", 1, raising=False)
+    monkeypatch.setattr("mutransfer.results.fs.UNREACHABLE_KEPT_S", 0.0, raising=False)
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(main(argv)), daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    assert done, f"still looking at the storage after {wait_s:.0f} s"
+    return done[0]
+
+
+def test_submit_to_a_gcs_bucket_this_machine_cannot_reach_is_sent_after_one_short_look(
+        tmp_path, capsys, monkeypatch, dashboard):
+    sweep = _sweep(tmp_path)
+    assert _finishes(monkeypatch, ["submit", str(sweep), "--dashboard", "http://head:8265",
+                                   "--working-dir", str(tmp_path), "--storage",
+                                   UNREACHABLE_GCS]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "raysubmit_1"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach it from this machine" in lines[0], err
+    assert "the job's driver checks it on the cluster" in lines[0]
+
+
+def test_a_sweep_on_a_gcs_bucket_this_machine_cannot_reach_is_one_line_and_exit_2(
+        tmp_path, capsys, monkeypatch):
+    sweep = _sweep(tmp_path)
+    assert _finishes(monkeypatch, ["sweep", str(sweep), "--storage", UNREACHABLE_GCS]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot reach it from this machine" in err, err
+    assert len(err) < 400, err  # the client's 900-character status, cut after its first sentence

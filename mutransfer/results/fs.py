@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -98,6 +99,53 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
         raise StorageUnreachable(f"storage {text}: cannot open it from this machine "
                                  f"({first_line(exc)})") from None
     return fs, path.rstrip("/")
+
+
+# How long a first look at a Google Cloud Storage location may take from this machine
+# (seconds). pyarrow's GCS client retries for 15 minutes when it cannot get credentials or
+# reach the service (its default, right for a running sweep's writes): `submit --storage
+# gs://...` from a laptop without credentials sat silent that long before the job was sent.
+FIRST_CONTACT_S = 15
+_RETRY_QUERY = "retry_limit_seconds"  # pyarrow's GCS URI option for that limit
+
+
+# locations found unreachable, with when: `submit` looks twice (its plan, then a live
+# driver's lease), and should wait out the retries once
+_UNREACHABLE: dict[str, tuple[float, str]] = {}
+UNREACHABLE_KEPT_S = 60.0
+
+
+def first_contact(location: str) -> None:
+    """Look at `location` once, as the store will: StorageUnreachable (one line) when this
+    machine cannot ask its filesystem, within FIRST_CONTACT_S for a GCS bucket (a URI that
+    sets its own retry limit keeps it). Other filesystems answer a missing network or
+    credentials at once; this machine's own folders are left to the store's checks."""
+    text = absolute_location(location)
+    scheme = text.split("://", 1)[0].lower() if is_uri(text) else "file"
+    if scheme == "file":
+        return
+    seen = _UNREACHABLE.get(text)
+    if seen is not None and time.monotonic() - seen[0] < UNREACHABLE_KEPT_S:
+        raise StorageUnreachable(seen[1])
+    if scheme in ("gs", "gcs") and _RETRY_QUERY not in text:
+        text += ("&" if "?" in text else "?") + f"{_RETRY_QUERY}={FIRST_CONTACT_S}"
+    fs, path = resolve(text)
+    try:
+        not_a_folder(fs, path)
+    except OSError as exc:
+        message = (f"storage {location}: cannot reach it from this machine "
+                   f"({first_sentence(first_line(exc))})")
+        _UNREACHABLE[absolute_location(location)] = (time.monotonic(), message)
+        raise StorageUnreachable(message) from None
+
+
+def first_sentence(text: str, at_most: int = 200) -> str:
+    """A client library's long message cut after its first sentence (GCS's runs to 900
+    characters, its first sentence says what failed: no OAuth2 token, say)."""
+    if len(text) <= at_most:
+        return text
+    end = text.find(". ")
+    return text[:end + 1] if 0 < end < at_most else text[:at_most] + "..."
 
 
 def not_a_folder(fs: pafs.FileSystem, path: str) -> str | None:

@@ -31,6 +31,7 @@ from mutransfer.data.preflight import (
     shapes_by_data,
 )
 from mutransfer.errors import DataMissing, UserError, format_validation_error
+from mutransfer.results.fs import StorageUnreachable, first_contact
 from mutransfer.results.lease import Lease, busy_message, live_holder
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.plan.cells import Plan, build_plan
@@ -138,7 +139,7 @@ def prepare(spec: SpecLike, storage: str | None = None, address: str | None = No
     check_size(sweep, source, max_cells)  # before a single cell is built
     # the grid's LRs onto those its store already ran (a widened range: axes.snap_lrs)
     plan = build_plan(sweep, source=source,
-                      known_lrs=stored_lrs(storage or sweep.storage_location))
+                      known_lrs=reachable_lrs(storage or sweep.storage_location, runs_here))
     plan.file_text = text
     try:  # a trial that cannot fit its GPU share: refused now, not as an OOM hours in
         check_fit(plan.spec.resources, [u.config for u in (plan.groups or plan.cells)])
@@ -171,6 +172,19 @@ def stored_lrs(location: str) -> set[float]:
     except Exception:  # an unreadable store is refused where it is used, with its reason
         return set()
     return {float(r["lr"]) for r in rows if isinstance(r.get("lr"), (int, float))}
+
+
+def reachable_lrs(location: str, runs_here: bool) -> set[float]:
+    """stored_lrs of a store this machine reaches (results/fs.first_contact). One it cannot
+    reach is a one-line error for a run here; for `submit` and `validate` it holds no LRs
+    known here (the job's driver reads the store on the cluster)."""
+    try:
+        first_contact(location)
+    except StorageUnreachable:
+        if runs_here:
+            raise
+        return set()
+    return stored_lrs(location)
 
 
 def check_counts(**counts: Any) -> tuple[int | None, ...]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from mutransfer.data.files import resolve_files
 from mutransfer.errors import DataMissing, UserError, first_line
-from mutransfer.results.fs import StorageUnreachable
+from mutransfer.results.fs import StorageUnreachable, first_contact
 from mutransfer.results.lease import busy_message, live_holder
 from mutransfer.results.store import Store
 from mutransfer.sweep.run.cluster import (
@@ -234,6 +234,7 @@ def _refuse_a_held_store(location: str) -> None:
     lease there refuses the job before it is sent; elsewhere (a bucket only the cluster has
     the network or the credentials for) the job's driver checks, as said in one line."""
     try:
+        first_contact(location)
         store = Store(location)
         store.check_is_store()
         holder = live_holder(store) if store.exists() else None
