@@ -220,6 +220,12 @@ def choose(results_dir: str | Path, trials: pd.DataFrame, target: str | None,
     return resolve(trials, target, scale, section)
 
 
+def linear_step(choice: Choice) -> float | None:
+    """A linear target's grid step, which the tables' notes write its values with (the fit's
+    role holds 2^(value / step)); None for a target fitted in log2, whose notes write LRs."""
+    return None if choice.log else choice.step
+
+
 def scale_tables(a: Analysis, prep: Prepared) -> None:
     """Drift and regret per scale axis, and the law, when the choice is not the default."""
     if a.choice.is_default:
@@ -230,7 +236,8 @@ def scale_tables(a: Analysis, prep: Prepared) -> None:
     drift = drift.reindex(columns=[*prep.group_cols,
                                    *[c for c in drift if c not in prep.group_cols]])
     drift["scale"] = drift["scale"].map(names)
-    regret = scale_regret_table(a.cells, a.lr_opt, prep.group_cols, cols)
+    regret = scale_regret_table(a.cells, a.lr_opt, prep.group_cols, cols,
+                                linear_step(a.choice))
     regret["scale"] = regret["scale"].map(names)
     law = law_tables(a.lr_opt, prep.pool_cols, cols, [a.scale_name(c) for c in cols])
     # the points' scale columns by their internal names, as in every other table: the stored
@@ -284,7 +291,7 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         raise UserError(_nothing_left(results_dir, len(trials), prep))
     optima = group_optima(prep, fit_window)
     lr_opt, cells = optimum_tables(optima, prep.group_cols, prep.stopped_lrs,
-                                   None if choice.log else choice.step)
+                                   linear_step(choice))
     fam = prep.family_cols
     stability = stability_table(cells, prep.group_cols, prep.trials)
     widths = sorted(int(w) for w in np.unique(prep.trials["width"]))
@@ -298,7 +305,8 @@ def analyze(results_dir: str | Path, fit_window: float = FIT_WINDOW,
         drift=drift_table(lr_opt, optima, fam, label),
         stability=stability,
         stability_slope=stability_slope_table(stability, fam, label),
-        regret=regret_table(cells, lr_opt, fam) if several else pd.DataFrame(),
+        regret=regret_table(cells, lr_opt, fam, step=linear_step(choice)) if several
+        else pd.DataFrame(),
         monotonicity=monotonicity_table(lr_opt, fam, label) if several else pd.DataFrame(),
         prepared=prep, steps=tables.steps, optima=optima, notes=_notes(prep, cells),
         choice=choice, scale_axes=prep.scale_axes)

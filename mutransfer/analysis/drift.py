@@ -245,11 +245,16 @@ def scale_drift_table(lr_opt: pd.DataFrame, group_cols: list[str],
                       ) -> pd.DataFrame:
     """Per scale axis and family (the other group columns): the drift of log2 optimum per
     doubling of that axis, as drift_table computes it for width; `names`: each internal
-    scale column's name, for the notes."""
+    scale column's name, for the notes. The scale axes' columns are Int64."""
     rows = []
     for scale_col in scale_cols:
         cols = [c for c in group_cols if c != scale_col]
         label = (names or {}).get(scale_col, scale_col)
         rows += [scale_drift_row(as_key(k), fam, cols, scale_col, label)
                  for k, fam in lr_opt.groupby(cols, sort=True, dropna=False)]
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    # the scale axes' columns hold whole numbers, null on the rows of the axis itself: nullable
+    # Int64, as in every other table (a plain frame made them float64: 64.0)
+    for col in scale_cols:
+        out[col] = pd.array(out[col] if col in out else [pd.NA] * len(out), dtype="Int64")
+    return out

@@ -289,15 +289,28 @@ def group_optima(prep: Prepared, window: float = FIT_WINDOW) -> list[GroupOptimu
 
 
 def lr_text(lr: float) -> str:
-    """2^-12, 2^-11.5 for LRs on a quarter-octave grid, else 3 significant digits."""
+    """2^-12, 2^-11.5 for LRs on a quarter-octave grid, else 3 significant digits (as for a
+    value no power of 2 is: 0, a linear target's value that views.py lists as an LR)."""
+    if not (math.isfinite(lr) and lr > 0):
+        return f"{lr:.3g}"
     e = float(np.log2(lr))
     if abs(4 * e - round(4 * e)) < 1e-6:
         return f"2^{round(4 * e) / 4:g}"
     return f"{lr:.3g}"
 
 
-def lr_ranges(lrs: np.ndarray, mask: np.ndarray) -> str:
-    """The LRs where `mask` holds, runs of neighbours (in `lrs`) joined: '2^-12..2^-9, 2^-4'."""
+def role_text(step: float | None = None) -> Callable[[float], str]:
+    """How a note writes a value of the LR role: lr_text for the LR (and any target fitted in
+    log2); for a linear target of grid step `step`, the value in the target's own units, 3
+    significant digits (the role holds 2^(value / step): 0.15 was written 2^3)."""
+    if step is None:
+        return lr_text
+    return lambda lr: f"{float(np.log2(lr)) * step:.3g}"
+
+
+def lr_ranges(lrs: np.ndarray, mask: np.ndarray, text: Callable[[float], str] = lr_text) -> str:
+    """The LRs where `mask` holds, runs of neighbours (in `lrs`) joined: '2^-12..2^-9, 2^-4';
+    `text` writes one (role_text)."""
     parts, j = [], 0
     while j < len(lrs):
         if not mask[j]:
@@ -306,7 +319,7 @@ def lr_ranges(lrs: np.ndarray, mask: np.ndarray) -> str:
         end = j
         while end + 1 < len(lrs) and mask[end + 1]:
             end += 1
-        parts.append(lr_text(lrs[j]) if end == j else f"{lr_text(lrs[j])}..{lr_text(lrs[end])}")
+        parts.append(text(lrs[j]) if end == j else f"{text(lrs[j])}..{text(lrs[end])}")
         j = end + 1
     return ", ".join(parts)
 
@@ -339,11 +352,13 @@ def stopped_mask(g: GroupOptimum, stopped: set[float]) -> np.ndarray:
 def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray,
                 step: float | None = None) -> dict:
     """One row of lr_opt; `was_stopped`: stopped_mask; `step`: a linear target's grid step
-    (its one-LR shift is then said in the target's units, as its interval is; None: octaves)."""
+    (its one-LR shift and the values its notes and `lrs_not_run` list are then said in the
+    target's units, as its interval is; None: octaves and LRs)."""
     am = int(g.fit.argmin[0])
     s, arr = g.stats, g.arrays
     lo, hi = g.interval_log2()
     partial, not_run = s.partial[0], ~s.run[0] & ~was_stopped
+    text = role_text(step)
     notes = [g.edge_hint, interval_note(g)]
     if g.fit.fitted[0] and g.fit.sides[0] < MIN_SIDE:
         notes.append("one trained LR on a side of lr* inside its window, so the curve's rise "
@@ -354,11 +369,12 @@ def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray,
         notes.append(f"one LR moves lr* by {shift}, more than the "
                      "interval's half-width: refine the grid around lr*")
     if partial.any():
-        notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial)}")
+        notes.append(f"partially diverged (left out): {lr_ranges(arr.lrs, partial, text)}")
     if was_stopped.any():
-        notes.append(f"stopped early (search.stop, left out): {lr_ranges(arr.lrs, was_stopped)}")
+        notes.append("stopped early (search.stop, left out): "
+                     f"{lr_ranges(arr.lrs, was_stopped, text)}")
     if not_run.any():
-        notes.append(f"not run at this width: {lr_ranges(arr.lrs, not_run)}")
+        notes.append(f"not run at this width: {lr_ranges(arr.lrs, not_run, text)}")
     fitted = bool(g.fit.fitted[0])
     return {
         **dict(zip(cols, g.key)),
@@ -382,7 +398,7 @@ def optimum_row(g: GroupOptimum, cols: list[str], was_stopped: np.ndarray,
         "n_lrs_partial": int(partial.sum()),
         "n_lrs_diverged": int(s.all_diverged[0].sum()),
         "n_lrs_not_run": int(not_run.sum()),
-        "lrs_not_run": lr_ranges(arr.lrs, not_run),
+        "lrs_not_run": lr_ranges(arr.lrs, not_run, text),
         "n_lrs_stopped": int(was_stopped.sum()),
         "n_seeds": g.n_seeds,
         "edge": bool(g.edge_side),

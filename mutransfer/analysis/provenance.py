@@ -35,13 +35,21 @@ def _versions(doc: dict) -> str:
                      if doc.get(k)) + git
 
 
+def _count(value: object) -> str:
+    """A count with thousands separators; anything else (a field a hand-edited store lacks,
+    or text) as it is: the corpus JSON is user data, and its row must not stop the report."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "?" if value is None else str(value)
+
+
 def _corpus(doc: dict) -> str:
     if "files" not in doc:
         return ", ".join(f"{k} {v}" for k, v in doc.items())
     return (f"{doc.get('source')} at {doc.get('root')}: {doc['files']} files, "
-            f"{doc['bytes']:,} bytes, content hash {doc.get('hash')}; tokenizer "
-            f"{doc.get('tokenizer')}, {doc.get('train_tokens'):,} train + "
-            f"{doc.get('eval_tokens'):,} eval tokens")
+            f"{_count(doc.get('bytes'))} bytes, content hash {doc.get('hash')}; tokenizer "
+            f"{doc.get('tokenizer')}, {_count(doc.get('train_tokens'))} train + "
+            f"{_count(doc.get('eval_tokens'))} eval tokens")
 
 
 def _env(doc: dict) -> str:

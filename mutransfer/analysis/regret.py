@@ -6,7 +6,8 @@ negative. Only cells where every seed trained count as reached: when any seed di
 LR used, the transfer is `partially diverged` and its regret is inf, as when all diverged.
 The LR used is the LR run at that width nearest (in log2) to the transferred lr*; when the
 family's nearest LR was not run at that width (a search window), the note says so and how far
-the one used lies from lr*.
+the one used lies from lr* (for a linear target, in its own units: `step` below, its grid
+step; the fit's role holds 2^(value / step)).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pandas as pd
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.drift import plural, widths_text
 from mutransfer.analysis.groups import as_key
-from mutransfer.analysis.optimum import lr_text
+from mutransfer.analysis.optimum import role_text
 
 TRANSFER = {TRAINED: "trained", PARTIAL: "partially diverged"}
 
@@ -37,8 +38,14 @@ def _nearest(cells: pd.DataFrame, lr: float) -> tuple[pd.Series, float]:
     return cells.iloc[int(np.argmin(gap))], float(gap.min())
 
 
-def transfer_columns(wc: pd.DataFrame, lr0: float) -> dict:
-    """lr_nearest / lr_used / regret columns of one width's cells for the transferred `lr0`."""
+def gap_text(gap: float, step: float | None = None) -> str:
+    """How far the LR used lies from lr*: octaves, or a linear target's own units."""
+    return f"{gap:.2f} octaves" if step is None else f"{gap * step:.3g}"
+
+
+def transfer_columns(wc: pd.DataFrame, lr0: float, step: float | None = None) -> dict:
+    """lr_nearest / lr_used / regret columns of one width's cells for the transferred `lr0`;
+    `step`: a linear target's grid step, for the note (None: the LR)."""
     nearest, _ = _nearest(wc, lr0)
     used, gap = _nearest(wc[~wc["status"].eq(NOT_RUN)], lr0)
     status = str(used["status"])
@@ -47,8 +54,9 @@ def transfer_columns(wc: pd.DataFrame, lr0: float) -> dict:
            "transfer": TRANSFER.get(status, "diverged"), "regret": np.inf, "note": ""}
     notes = []
     if not out["nearest_run"]:
-        notes.append(f"{lr_text(out['lr_nearest'])} (nearest to lr*) not run at this width; "
-                     f"used {lr_text(out['lr_used'])}, {gap:.2f} octaves from lr*")
+        text = role_text(step)
+        notes.append(f"{text(out['lr_nearest'])} (nearest to lr*) not run at this width; "
+                     f"used {text(out['lr_used'])}, {gap_text(gap, step)} from lr*")
     if status == TRAINED:
         out["loss_used"] = float(used["mean_loss"])
     else:
@@ -59,7 +67,8 @@ def transfer_columns(wc: pd.DataFrame, lr0: float) -> dict:
 
 
 def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
-                family_cols: list[str], scale_col: str = "width") -> list[dict]:
+                family_cols: list[str], scale_col: str = "width",
+                step: float | None = None) -> list[dict]:
     opt = lr_opt.sort_values(scale_col)
     w0 = int(opt[scale_col].iloc[0])
     lr0 = float(opt["lr_opt"].iloc[0])
@@ -79,7 +88,7 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
                "loss_used": np.nan, "best_lr": best_lr, "best_loss": best_loss,
                "regret": np.nan, "transfer": "no optimum at the smallest width", "note": ""}
         if np.isfinite(lr0):
-            row.update(transfer_columns(wc, lr0))
+            row.update(transfer_columns(wc, lr0, step))
             if row["transfer"] == "trained":
                 row["regret"] = row["loss_used"] - best_loss
             row["note"] = "; ".join(filter(None, [bound, row["note"]]))
@@ -88,25 +97,28 @@ def regret_rows(fam_key: tuple, cells: pd.DataFrame, lr_opt: pd.DataFrame,
 
 
 def regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame,
-                 family_cols: list[str], scale_col: str = "width") -> pd.DataFrame:
+                 family_cols: list[str], scale_col: str = "width",
+                 step: float | None = None) -> pd.DataFrame:
     """Per family and width (or another scale axis's column `scale_col`; the family is then
     every other group column): loss at the LR run nearest (in log2) to the smallest width's
-    lr*, minus the best loss at that width; `inf` when any seed diverged at that LR there."""
+    lr*, minus the best loss at that width; `inf` when any seed diverged at that LR there.
+    `step`: a linear target's grid step (transfer_columns)."""
     rows: list[dict] = []
     opt_by_fam = dict(iter(lr_opt.groupby(family_cols, sort=True, dropna=False)))
     for k, fam_cells in cells.groupby(family_cols, sort=True, dropna=False):
-        rows += regret_rows(as_key(k), fam_cells, opt_by_fam[k], family_cols, scale_col)
+        rows += regret_rows(as_key(k), fam_cells, opt_by_fam[k], family_cols, scale_col,
+                            step)
     return pd.DataFrame(rows)
 
 
 def scale_regret_table(cells: pd.DataFrame, lr_opt: pd.DataFrame, group_cols: list[str],
-                       scale_cols: list[str]) -> pd.DataFrame:
+                       scale_cols: list[str], step: float | None = None) -> pd.DataFrame:
     """The regret of tuning at the smallest value of each scale axis in `scale_cols` (the
-    other scale axes held), a `scale` column naming the axis."""
+    other scale axes held), a `scale` column naming the axis; `step` as for regret_table."""
     parts = []
     for scale_col in scale_cols:
         fam = [c for c in group_cols if c != scale_col]
-        t = regret_table(cells, lr_opt, fam, scale_col)
+        t = regret_table(cells, lr_opt, fam, scale_col, step)
         t.insert(len(fam), "scale", scale_col)
         parts.append(t[[*group_cols, "scale", *[c for c in t if c not in group_cols
                                                  and c != "scale"]]])

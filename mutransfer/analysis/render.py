@@ -57,7 +57,7 @@ def lr_opt_section(a: Analysis) -> Section:
     if not a.choice.is_default:
         caption = (f"The optimum of {choice_words(a)} per point of the scale axes, as for the "
                    "LR: read 'LR' below as the target" + ("" if a.choice.log else
-                   " and octaves as its grid steps") + ". " + caption)
+                   " and octaves as its own units") + ". " + caption)
     title = ("Optimal learning rate" if a.choice.target == "lr"
              else f"Optimal {a.choice.target_label}")
     return Section("lr_opt", title, caption, views.view_lr_opt(a))

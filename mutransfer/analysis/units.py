@@ -3,7 +3,8 @@
 The estimator fits every target in log2 of its `lr` role; a linear target (one with a value
 <= 0) enters that role as 2^(value / step), so after the analysis its value columns map back
 (log2(role) x step) and its per-octave columns (slopes, standard errors, octave gaps) scale by
-the step: a drift is then the change of the optimum in the target's units per doubling.
+the step: a drift is then the change of the optimum in the target's units per doubling. The
+curvature (nats per grid step^2 in the fit) is divided by step^2: nats per unit^2.
 """
 
 from __future__ import annotations
@@ -42,4 +43,9 @@ def to_units(df: pd.DataFrame, choice: Choice, kind: str) -> pd.DataFrame:
         for col in ("lr_gap_log2", "one_lr_shift", "se_seeds_log2", "grid_step"):
             if col in out:
                 out[col] = out[col] * choice.step
+        # the fitted bowl's curvature, nats per grid step^2 in the fit: per unit^2 of the
+        # target, a property of the loss curve that no longer changes with the grid's spacing
+        # (a grid twice as fine quartered it)
+        if "curvature" in out:
+            out["curvature"] = out["curvature"] / choice.step**2
     return out

@@ -13,7 +13,7 @@ import pandas as pd
 from mutransfer.analysis.cells import NOT_RUN, PARTIAL
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import as_key, axis_values, compact_cells, family_label
-from mutransfer.analysis.optimum import lr_ranges
+from mutransfer.analysis.optimum import lr_ranges, lr_text
 
 MISSING = "-"
 
@@ -218,6 +218,8 @@ def flagged_cells(a: Analysis) -> list[str]:
     """One line per group with LRs left out of lr*: partially diverged, or not run there."""
     lines = []
     among = axis_values(a.cells, a.axes)  # the store's values: one label rule for every line
+    # the cells' values are in the target's units by now: a linear one's 0.25 is no 2^-2
+    text = lr_text if a.choice.log else (lambda v: f"{v:.3g}")
     for key, c in a.cells.groupby(a.group_cols, sort=True, dropna=False):
         key = as_key(key)
         c = c.sort_values("lr")
@@ -226,7 +228,7 @@ def flagged_cells(a: Analysis) -> list[str]:
         masks = ((status == PARTIAL, "partially diverged"),
                  (stopped, "stopped early (search.stop)"),
                  ((status == NOT_RUN) & ~stopped, "not run"))
-        parts = [f"{what} {lr_ranges(lrs, mask)}" for mask, what in masks if mask.any()]
+        parts = [f"{what} {lr_ranges(lrs, mask, text)}" for mask, what in masks if mask.any()]
         if parts:
             lines.append(f"{family_label(key[:-1], a.axes, among=among)}, {_w(a)} "
                          f"{key[-1]}: " + "; ".join(parts))

@@ -7,6 +7,7 @@ nothing, loads nothing, and runs no script.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -26,16 +27,21 @@ FIGURES = ("loss_vs_lr.png", "lr_opt_vs_width.png", "stability_vs_width.png",
            "optimum_vs_scale.png", "law.png", "training_curves.png", "coord_check.png")
 
 
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     """Object columns holding several Python types (an axis of numbers and "unset") become text,
-    which Parquet can store; uniform columns keep their type."""
+    which Parquet can store; uniform columns keep their type. A missing value stays missing (a
+    Parquet null, an empty CSV field), not the text "nan" or "None"."""
     out = df.copy()
     for col in out.columns:
         if not pd.api.types.is_object_dtype(out[col].dtype):
             continue
-        kinds = {type(v) for v in out[col].dropna()}
+        kinds = {type(v) for v in out[col] if not _missing(v)}
         if len(kinds) > 1:
-            out[col] = out[col].astype(str)
+            out[col] = out[col].map(lambda v: None if _missing(v) else str(v)).astype(object)
     return out
 
 
