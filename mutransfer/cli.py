@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _one_line_warning
             return int(mod.run(args) or 0)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{_line_start()}error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"{_line_start()}interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
@@ -100,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {format_validation_error(exc)}", file=sys.stderr)
             return 2
         raise
+
+
+def _line_start() -> str:
+    """What starts the last line on a terminal: a status line (a trial's progress, the token
+    cache's) may be drawn there, not ended, when a Ctrl-C or an error stops the work; erased,
+    so that the message is a line of its own (before: '... ETA  12sinterrupted')."""
+    from mutransfer.statusline import CLEAR, StatusLine
+
+    return CLEAR if StatusLine(sys.stderr).tty else ""
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:

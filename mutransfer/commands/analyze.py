@@ -32,50 +32,49 @@ def add_arguments(p, name: str) -> None:
 
 
 def analysis_from_args(args):
+    """The analysis of RESULTS_DIR and the folder its files go to (`output_folder`), both
+    checked before the analysis runs."""
     from mutransfer.analysis import analyze
 
     if not 0.5 <= args.fit_window <= 10:  # NaN fails too
         raise UserError(f"--fit-window: must be between 0.5 and 10 octaves, got "
                         f"{args.fit_window:g}")
-    from mutransfer.analysis import analysis_dir
-    from mutransfer.commands.outputs import check_output_dir
     from mutransfer.results.fs import absolute_location
 
     absolute_location(args.results_dir)  # a symlink loop, a name too long: one line
     if Path(args.results_dir).is_file():  # named as such, not as the --out it would imply
         raise UserError(f"{args.results_dir}: a file, not a results folder")
-    # before the analysis; --out '' refused as written, not read as no --out
-    check_output_dir(args.out if args.out is not None else analysis_dir(args.results_dir))
-    if args.out:
-        _outside_the_tables(args.results_dir, args.out)
+    out = output_folder(args.results_dir, args.out)
     return analyze(args.results_dir, fit_window=args.fit_window,
-                   target=getattr(args, "target", None), scale=getattr(args, "scale", None))
+                   target=getattr(args, "target", None), scale=getattr(args, "scale", None)), out
 
 
-def _outside_the_tables(results_dir: str, out: str) -> None:
-    """Refuse an --out inside the store's own tables: every Parquet file in trials/, steps/
-    or running/ is read as rows of the sweep, so the analysis's tables written there would be
-    skipped with a warning at every later read."""
-    from mutransfer.results.fs import is_uri
-    from mutransfer.results.store import Store
+def output_folder(results_dir: str, out: str | None) -> Path:
+    """The folder the analysis files go to: --out, else RESULTS_DIR/analysis; checked, and
+    as this machine's filesystem names it (`~` expanded, a file:// URI's path), so that the
+    folder checked is the one written (before, `--out ~` was checked as the home folder, the
+    tables written there and analysis.md into a new folder `~`; `--out file:///x` went half
+    into ./file:/x, half into /x). --out '' is refused as written, not read as no --out."""
+    from mutransfer.analysis import analysis_dir
+    from mutransfer.commands.outputs import check_output_dir, check_outside_store_tables
+    from mutransfer.results.fs import local_folder
 
-    if is_uri(results_dir) or is_uri(out):
-        return
-    store = Store(results_dir)
-    target = Path(out).resolve()
-    for folder in (store.trials_dir, store.steps_dir, store.running_dir):
-        if target.is_relative_to(Path(folder).resolve()):
-            raise UserError(f"--out {out}: inside the results folder's "
-                            f"{Path(folder).name}/, whose Parquet files are read as the "
-                            f"sweep's rows; give a folder outside it")
+    if out is None:
+        folder = str(analysis_dir(results_dir))
+    else:
+        folder = local_folder(out)
+        if folder is None:  # s3://, gs://: the files are written with this machine's open()
+            raise UserError(f"--out {out}: not a local folder; give a folder on this machine")
+    check_output_dir(folder)
+    check_outside_store_tables(folder, store=local_folder(results_dir))
+    return Path(folder).expanduser()
 
 
 def run(args) -> int:
-    from mutransfer.analysis import analysis_dir, full_text, write_analysis
+    from mutransfer.analysis import full_text, write_analysis
 
-    a = analysis_from_args(args)
+    a, out = analysis_from_args(args)
     print(full_text(a))
-    out = Path(args.out) if args.out else analysis_dir(args.results_dir)
     paths = write_analysis(a, out)
     print(f"\nwrote {len(paths)} files to {out}/ (tables as .parquet and .csv, analysis.md)")
     return 0

@@ -14,6 +14,9 @@ from __future__ import annotations
 import math
 
 SIGNALS = ("white", "ar1", "constant")
+# the options of one reference signal each: (option, attribute, signal, default)
+SIGNAL_OPTIONS = (("--rho", "rho", "ar1", 0.99), ("--mean", "mean", "constant", 1.0),
+                  ("--noise", "noise", "constant", 0.0))
 # the archs whose layer-0 SSM input --input layer0 reads (as model.dt_init autocorr does)
 LAYER0_ARCHS = ("mamba", "s4d")
 # values of one length's sample (samples x L): 2^27 float64s are 1 GiB, and the estimator's
@@ -30,9 +33,11 @@ def add_arguments(p, name: str) -> None:
     p.add_argument("--kappa", type=float, default=1.0, help="Δ* = kappa / sqrt(L λ_max)")
     p.add_argument("--input", choices=("layer0", "raw"), default=None,
                    help="for data sources: layer 0's SSM input (default for tokens) or raw")
-    p.add_argument("--rho", type=float, default=0.99, help="ar1 coefficient (default 0.99)")
-    p.add_argument("--mean", type=float, default=1.0, help="constant: the mean (default 1)")
-    p.add_argument("--noise", type=float, default=0.0, help="constant: noise std (default 0)")
+    # None: not given (refused with another --data), then the default
+    p.add_argument("--rho", type=float, default=None, help="ar1 coefficient (default 0.99)")
+    p.add_argument("--mean", type=float, default=None, help="constant: the mean (default 1)")
+    p.add_argument("--noise", type=float, default=None,
+                   help="constant: noise std (default 0)")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -134,10 +139,29 @@ def _describe(args, mode: str | None) -> str:
             f"kappa {args.kappa:g}")
 
 
+def _options_of_the_data(args) -> None:
+    """Refuse an option that the --data given does not read (before: ignored, so that
+    `--data white --rho 0.5` printed white noise's table, `--data ar1 --input layer0` the raw
+    AR(1) one); then set each signal's option that was not given to its default."""
+    from mutransfer.errors import UserError
+
+    if args.data == "":  # Path("") is the current folder: was ': not a file'
+        raise UserError(f"--data '': give {', '.join(SIGNALS)}, stdlib or a YAML file")
+    if args.input is not None and args.data in SIGNALS:
+        raise UserError(f"--input {args.input}: only for a data source (stdlib or a YAML "
+                        f"file); --data {args.data} is a reference signal, used as it is")
+    for option, name, signal, default in SIGNAL_OPTIONS:
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        elif args.data != signal:
+            raise UserError(f"{option}: only for --data {signal}, not --data {args.data}")
+
+
 def run(args) -> int:
     from mutransfer.errors import UserError
     from mutransfer.init import autocorr, signals
 
+    _options_of_the_data(args)
     lengths = sorted(set(args.lengths))
     if lengths[0] < 2 or args.samples < 1:
         raise UserError("--lengths must be >= 2 and --samples >= 1")

@@ -73,10 +73,14 @@ def add_cost_options(p) -> None:
                         "measured throughput (benchmarks/README.md)")
 
 
-def factory_note(plan: Any, import_model: bool) -> str:
+def factory_note(plan: Any, import_model: bool, check_data: bool = True) -> str:
     """Probe the user factories of the plan (`import_model`: --import), or say they were not
-    imported; "" for a plan of built-in models only."""
+    imported; "" for a plan of built-in models only. Without `check_data` (validate
+    --no-data), a model whose data does not load here is imported, not probed: the probe
+    builds it on the data's vocabulary, and --no-data promises that data only on the
+    cluster is not looked for (before: its 'no such file' refused the file)."""
     from mutransfer.config import TrialConfig
+    from mutransfer.errors import UserError
 
     configs = sorted((TrialConfig.model_validate(c.config) for c in plan.cells),
                      key=lambda t: t.width)
@@ -87,13 +91,24 @@ def factory_note(plan: Any, import_model: bool) -> str:
     if not import_model:
         return f" (model {', '.join(archs)} not imported: --import runs its code to check it)"
     from mutransfer.data import load_data
-    from mutransfer.models.factory import probe
+    from mutransfer.models.factory import import_factory, probe
 
-    seen = set()
+    seen, unprobed = set(), False
     for t in configs:
         key = (t.model.model_dump_json(), t.width)
         if key in seen or t.width not in (configs[0].width, configs[-1].width):
             continue
         seen.add(key)
-        probe(t, load_data(t.data).spec)
+        try:
+            spec = load_data(t.data).spec
+        except UserError:
+            if check_data:
+                raise
+            import_factory(t.model.arch)
+            unprobed = True
+            continue
+        probe(t, spec)
+    if unprobed:
+        return (f" (model {', '.join(archs)} imported, not probed: its data is not on this "
+                f"machine)")
     return f" (model {', '.join(archs)} imported and probed)"

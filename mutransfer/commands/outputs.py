@@ -9,6 +9,10 @@ from pathlib import Path
 
 from mutransfer.errors import UserError
 from mutransfer.paths import folder_problem
+from mutransfer.results.store import MARKER, RUNNING
+
+# a results store's folders whose every Parquet file is read as a row of the sweep
+TABLE_FOLDERS = ("trials", "steps", RUNNING)
 
 
 def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
@@ -16,6 +20,8 @@ def check_output_file(path: str | os.PathLike, option: str = "--out") -> None:
     not a folder, and the file itself opens for writing. Nothing is left behind."""
     if not os.fspath(path):  # Path("") is ".": the current folder, not what was meant
         raise UserError(f"{option} '': an empty file name")
+    if os.fspath(path).endswith(("/", os.sep)):  # Path drops the slash: a file `x` was written
+        raise UserError(f"{option} {path}: ends in /, a folder's name; give a file name")
     p = Path(path).expanduser()
     try:
         if p.is_dir():
@@ -59,6 +65,53 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
         raise UserError(f"{option} {path}: {problem}")
 
 
+def check_outside_store_tables(path: str | os.PathLike, option: str = "--out",
+                               store: str | os.PathLike | None = None) -> None:
+    """Refuse a path inside a results store's tables (trials/, steps/ or running/ of any
+    store, not only the one a command reads; `store`: a folder known to be one, e.g. the
+    results folder analysed, marker or not): a file written there is read as a part of the
+    sweep at every later read, skipped with a warning, or replaces one of its parts."""
+    if not os.fspath(path):  # no path: refused by check_output_file/_dir as empty
+        return
+    known = _real(store) if store is not None else None
+    target = _real(path)
+    for folder in (target, *target.parents):
+        if folder.name in TABLE_FOLDERS and (folder.parent == known or _is_store(folder.parent)):
+            raise UserError(f"{option} {path}: inside the results folder's {folder.name}/ "
+                            f"(of {folder.parent}), whose Parquet files are read as the "
+                            f"sweep's rows; give a path outside it")
+
+
+def check_not_an_input(path: str | os.PathLike, inputs: list[str],
+                       option: str = "--out") -> None:
+    """Refuse an output file that is one of the command's input files (the same file by
+    another name or link too): the result would replace what it was computed from."""
+    out = Path(path).expanduser()
+    for name in inputs:
+        try:
+            same = out.exists() and os.path.samefile(out, Path(name).expanduser())
+        except OSError:  # an input that is not there is refused where it is read
+            same = False
+        if same:
+            raise UserError(f"{option} {path}: is the input file {name}; give another file "
+                            f"name for the result")
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """The absolute path with `~` expanded, `..` and links followed (what is written)."""
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+def _is_store(folder: Path) -> bool:
+    """A results store's root: it holds the marker, or (made by a version before the marker)
+    both trials/ and steps/, as Store.check_is_store takes it."""
+    try:
+        return (folder / MARKER).is_file() or \
+            ((folder / "trials").is_dir() and (folder / "steps").is_dir())
+    except OSError:  # a folder that cannot be looked into is no store this can write to
+        return False
+
+
 def write_result(path: str | os.PathLike, text: str, option: str = "--out") -> None:
     """Write a finished run's result to `path`; when that fails (a full disk, /dev/full: a
     target that took the open but refuses the bytes), save it in a new file in the current
@@ -88,6 +141,7 @@ def _write(p: Path, text: str) -> None:
         return
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_of(p))  # mkstemp's is 0600: the result unreadable to the group
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -96,6 +150,17 @@ def _write(p: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _mode_of(p: Path) -> int:
+    """The permissions of the file written at `p`: those of the file it replaces, else what
+    a new file gets by open() under this process's umask (read in passing: os has no getter)."""
+    try:
+        return p.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _save_elsewhere(text: str) -> str | None:

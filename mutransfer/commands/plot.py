@@ -14,11 +14,11 @@ def run(args) -> int:
     from mutransfer.analysis.core import NOTHING_TRAINED
     from mutransfer.commands.analyze import analysis_from_args
 
-    a = analysis_from_args(args)
+    a, out = analysis_from_args(args)
     if a.nothing_trained:  # a normal first sweep with too high an LR range: say so first
         # that note, not the first (an unfinished sweep's, two sweeps' come before it)
         head = NOTHING_TRAINED.split(":")[0]
         print(f"note: {next((n for n in a.notes if n.startswith(head)), head)}")
-    for path in make_plots(args.results_dir, analysis=a, out_dir=args.out):
+    for path in make_plots(args.results_dir, analysis=a, out_dir=out):
         print(path)
     return 0

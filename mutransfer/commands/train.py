@@ -119,9 +119,15 @@ def beyond_memory(cfg) -> str | None:
 def run(args) -> int:
     threads = trial_threads(args.threads)
     if args.out is not None:  # before training: a crash must not lose the run's result
-        from mutransfer.commands.outputs import check_output_file
+        from mutransfer.commands.outputs import (
+            check_not_an_input,
+            check_output_file,
+            check_outside_store_tables,
+        )
 
+        check_outside_store_tables(args.out)  # first: the probe of the file opens it
         check_output_file(args.out)
+        check_not_an_input(args.out, [args.config])
     cfg = load_trial_config(args.config, args.sets)
     why = beyond_memory(cfg)
     if why:
@@ -140,8 +146,10 @@ def run(args) -> int:
 
         torch.set_num_threads(threads)
     progress = Progress(cfg.train.total_steps)
-    result = run_trial(cfg, report=progress)
-    progress.close()
+    try:
+        result = run_trial(cfg, report=progress)
+    finally:  # a Ctrl-C or an error ends the status line: its message gets a line of its own
+        progress.close()
     if result.diverged:
         print(f"status diverged at step {result.diverge_step} ({result.diverge_reason}): "
               f"last finite loss {result.last_finite_loss:.4f}, initial "

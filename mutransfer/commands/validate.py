@@ -50,7 +50,7 @@ def run(args) -> int:
         what = strategy_for(plan.spec.search.kind).summary(plan, Work())
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
               + ("" if args.data else " (data not checked)")
-              + factory_note(plan, args.import_model))
+              + factory_note(plan, args.import_model, args.data))
         for note in plan.replaced_by_axes():
             print(f"  {note}")
         print(plan_cost(plan, args.gpu, args.mfu))
@@ -69,7 +69,7 @@ def _validate_check(path: str, args) -> None:
     if args.data:
         check_plan.check_transfer_data(c.plan, path)
     print(f"{path}: ok, a check file -> {c.out}" + ("" if args.data else " (data not checked)")
-          + factory_note(c.plan, args.import_model))
+          + factory_note(c.plan, args.import_model, args.data))
     print(check_plan.describe(c))
     if args.gpu or args.mfu:
         print(plan_cost(c.plan, args.gpu, args.mfu))
@@ -77,11 +77,13 @@ def _validate_check(path: str, args) -> None:
 
 def _check_local_store(location: str) -> None:
     """A local storage that `sweep` would refuse (a file, a folder of other files, a folder
-    inside another store) is refused here too; a URI's bucket may be the cluster's alone."""
+    inside another store, a file:// URI pyarrow cannot open) is refused here too, a plain
+    path or a file:// URI alike (before: a file:// URI was not looked at); another URI's
+    bucket may be the cluster's alone."""
     from mutransfer.results.fs import is_uri
     from mutransfer.results.store import Store
 
-    if not is_uri(location):
+    if not is_uri(location) or location[:7].lower() == "file://":
         Store(location).check_is_store()
 
 
