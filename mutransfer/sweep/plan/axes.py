@@ -222,7 +222,9 @@ def check_whole_steps(axes: list[Axis]) -> None:
                     f"number of steps from the low one")
 
 
-# LRs this close in log2 are one LR (the analysis's same_grid_values uses the same)
+# LRs this close in log2 are one LR when a widened range is snapped onto stored ones: about
+# the analysis's SAME_LR_RTOL (a relative 1e-9 is 1.44e-9 in log2), kept apart because
+# unifying them would move which stored LRs a widened range snaps to by a hair
 SAME_LR_LOG2 = 1e-9
 
 
