@@ -56,17 +56,19 @@ def output_folder(results_dir: str, out: str | None) -> Path:
     tables written there and analysis.md into a new folder `~`; `--out file:///x` went half
     into ./file:/x, half into /x). --out '' is refused as written, not read as no --out."""
     from mutransfer.analysis import analysis_dir
-    from mutransfer.commands.outputs import check_output_dir, check_outside_store_tables
+    from mutransfer.commands.outputs import (
+        check_output_dir,
+        check_outside_store_tables,
+        local_output_dir,
+    )
     from mutransfer.results.fs import local_folder
 
-    if out is None:
-        folder = str(analysis_dir(results_dir))
-    else:
-        folder = local_folder(out)
-        if folder is None:  # s3://, gs://: the files are written with this machine's open()
-            raise UserError(f"--out {out}: not a local folder; give a folder on this machine")
+    store = local_folder(results_dir)
+    if out is not None:
+        return local_output_dir(out, store=store)
+    folder = str(analysis_dir(results_dir))
     check_output_dir(folder)
-    check_outside_store_tables(folder, store=local_folder(results_dir))
+    check_outside_store_tables(folder, store=store)
     return Path(folder).expanduser()
 
 

@@ -45,6 +45,7 @@ def _trial_config(data: str):
     """A TrialConfig for `stdlib` or a YAML file (a trial config, or a data config)."""
     from pathlib import Path
 
+    from mutransfer.commands.train import not_a_trial_config
     from mutransfer.config import TrialConfig
     from mutransfer.configbase import read_yaml, validate
     from mutransfer.errors import UserError
@@ -57,6 +58,10 @@ def _trial_config(data: str):
     raw = read_yaml(data)
     if "source" in raw:  # a data config alone
         raw = {"data": raw}
+    problem = not_a_trial_config(raw, data, "`mutransfer autocorr --data` a trial config "
+                                            "or a data config")
+    if problem:  # before: "name: Extra inputs are not permitted"
+        raise UserError(problem)
     return validate(TrialConfig, raw, source=data)
 
 

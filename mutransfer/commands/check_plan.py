@@ -108,7 +108,7 @@ def checked(file: str, out: str | None = None, budget: str | None = None,
     store its transfer stage would write), the trials' configs, this machine's memory, the
     transfer stage's sweep and a budget too small for one seed set. `validate` runs it too."""
     from mutransfer.commands.check_spec import load_check, local_folder_problem
-    from mutransfer.commands.outputs import check_output_dir
+    from mutransfer.commands.outputs import check_output_dir, check_outside_store_tables
 
     spec = load_check(file)
     if out:
@@ -121,15 +121,20 @@ def checked(file: str, out: str | None = None, budget: str | None = None,
     if out is not None:
         spec = spec.model_copy(update={"storage": out})
     parsed = parse_budget(budget)
-    check_output_dir(out if out is not None else spec.out, option)  # '' as written, not '.'
-    _check_store(spec.out, f"{option} {out if out is not None else spec.out}")
+    given = out if out is not None else spec.storage or spec.out  # as written, '' not '.'
+    check_output_dir(given, option)
+    named = f"{option} {given}"
+    _check_store(spec.out, named)
+    # the tables of a store made before the marker, which `_check_store` (a store with the
+    # marker above the transfer stage's) does not see: the files went into its trials/
+    check_outside_store_tables(given, option)
     configs, lr = _trial_configs(spec, file)
     why = _beyond_memory(spec, configs, coord_only)
     if why:
         raise UserError(f"{file}: {why}")
     c = Checked(file, spec, spec.out, parsed, configs, lr)
     if coord_only:
-        _keep_full_verdict(spec.out, f"{option} {out if out is not None else spec.out}")
+        _keep_full_verdict(spec.out, named)
         return c
     c.plan = transfer_plan(spec, file, max_cells)
     _first_round(c)

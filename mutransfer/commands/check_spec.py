@@ -172,7 +172,10 @@ class CheckSpec(RunSpec):
 
     @property
     def out(self) -> Path:
-        return Path(self.storage or f"results/check/{self.name}")
+        """The output folder, `~` expanded as the transfer stage's store expands it (before,
+        `~/x` put the coordinate stage's files and the verdict into ./~/x, its sweep into
+        $HOME/x/sweep)."""
+        return Path(self.storage or f"results/check/{self.name}").expanduser()
 
     def unused(self) -> list[str]:
         """Notes on the file's train entries the check sets itself (a trial config copied in

@@ -149,11 +149,11 @@ def run(args) -> int:
     """Parse, check the output folder, run `mutransfer.coord_check`, write and print. The
     settings (seeds, a batch the machine cannot hold, ...) are checked by `coord_check`
     itself, before the corpus loads, in messages that name the options (`name=option`)."""
-    from mutransfer.commands.outputs import check_output_dir
+    from mutransfer.commands.outputs import local_output_dir
     from mutransfer.coordcheck import coord_check
     from mutransfer.statusline import StatusLine
 
-    check_output_dir(args.out)  # before the measurements, not after them
+    out = local_output_dir(args.out)  # before the measurements, not after them
     s = settings_from(args)
     status = StatusLine(sys.stderr)
     try:
@@ -161,7 +161,7 @@ def run(args) -> int:
             f"[{done}/{total}] {what}"))
     finally:
         status.close()
-    files = result.write(args.out)
+    files = result.write(out)
     print(result.summary())
     print(result.text())
     print(f"\nwrote {files[0]}, {files[-1]}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mutransfer.errors import UserError
 from mutransfer.paths import folder_problem
+from mutransfer.results.fs import local_folder
 from mutransfer.results.store import MARKER, RUNNING
 
 # a results store's folders whose every Parquet file is read as a row of the sweep
@@ -63,6 +64,23 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> None:
     problem = folder_problem(Path(path).expanduser().absolute())
     if problem:
         raise UserError(f"{option} {path}: {problem}")
+
+
+def local_output_dir(out: str, option: str = "--out",
+                     store: str | os.PathLike | None = None) -> Path:
+    """The folder a command writes its files into, checked before any work and as this
+    machine's filesystem names it: `~` expanded, a file:// URI's path (s3://, gs://: refused,
+    the files are written with this machine's open()), a folder that can be made or takes new
+    files, not inside a results store's tables. Before, `coord-check --out` wrote into a
+    store's trials/ (read as a row of the sweep ever after), and `--out file:///x` made a
+    folder ./file:/x, then ended in a traceback after the measurements. `store`: the
+    results folder a command reads, whose tables are refused even without its marker."""
+    folder = local_folder(out)
+    if folder is None:
+        raise UserError(f"{option} {out}: not a local folder; give a folder on this machine")
+    check_output_dir(folder, option)
+    check_outside_store_tables(folder, option, store)
+    return Path(folder).expanduser()
 
 
 def check_outside_store_tables(path: str | os.PathLike, option: str = "--out",

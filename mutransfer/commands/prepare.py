@@ -47,23 +47,26 @@ def run(args) -> int:
                 ref = locate(DataConfig.model_validate(raw))
                 if discard(ref):
                     print(f"{path}: deleted the token cache {ref.path}")
-        _prepare_checked(path, plan, datas, args.workers)
+        seconds = _prepare_checked(path, plan, datas, args.workers)
         for raw in datas:
             cfg = DataConfig.model_validate(raw)
             cache = open_cache(locate(cfg))
             fp = fingerprint_of_cache(cache)
+            took = seconds.get(str(cache.path))
+            when = f"prepared in {took:.1f} s" if took is not None else "already prepared"
             print(f"{path}: {cfg.source}, tokenizer {cfg.tokenizer}: {fp['files']} files, "
                   f"{human(fp['bytes'])}B -> {human(fp['train_tokens'])} train + "
-                  f"{human(fp['eval_tokens'])} eval tokens in {cache.path}")
+                  f"{human(fp['eval_tokens'])} eval tokens in {cache.path} ({when})")
     return 0
 
 
 def _prepare_checked(path: str, plan: Plan, datas: list[dict[str, Any]],
-                     workers: int | None) -> None:
+                     workers: int | None) -> dict[str, float]:
     """Tokenize the file's sources, then draw a batch of each shape its trials use, as the
     sweep's pre-flight does: data too small for a batch is refused here, not by the sweep
     once its cache exists. A refusal removes the caches this call wrote and the folders it
-    made for them (a cache there before the call stays)."""
+    made for them (a cache there before the call stays). The seconds each cache this call
+    wrote took, by its folder: the command says a cache is prepared only once it passed."""
     from mutransfer.data.cache import discard, remove_empty, tokens_root
     from mutransfer.data.config import DataConfig
     from mutransfer.data.preflight import prepare_caches
@@ -73,9 +76,11 @@ def _prepare_checked(path: str, plan: Plan, datas: list[dict[str, Any]],
     roots = dict.fromkeys(tokens_root(DataConfig.model_validate(raw)) for raw in datas)
     made = [folder for root in roots for folder in missing_folders(root)]
     written: list[CacheRef] = []
+    took: dict[str, float] = {}
     try:
-        try:
-            prepare_caches(datas, out=sys.stdout, workers=workers, written=written)
+        try:  # no "prepared" until the batches are drawn: a refusal removes the cache
+            prepare_caches(datas, out=sys.stdout, workers=workers, written=written, took=took,
+                           announce=False)
         except UserError as exc:
             raise UserError(f"{path}: data: {exc}") from None
         _check_batches(plan, path)
@@ -84,6 +89,7 @@ def _prepare_checked(path: str, plan: Plan, datas: list[dict[str, Any]],
             discard(ref)
         remove_empty(made)
         raise
+    return took
 
 
 def _check_batches(plan: Plan, path: str) -> None:

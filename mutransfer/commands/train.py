@@ -38,18 +38,29 @@ def load_trial_config(path: str, sets: list[str]):
     if not data:  # before: every field at its default, a 200-step trial nobody asked for
         raise UserError(f"{path}: empty; a trial config sets width, model, param, train and "
                         f"data (e.g. configs/train.yaml)")
-    if "check" in data:
-        raise UserError(f"{path} is a check file (it has check), not a trial config: run it "
-                        f"with `mutransfer check {path}`, or give `mutransfer train` one "
-                        f"trial's config (e.g. configs/train.yaml)")
-    sweep_keys = [k for k in SWEEP_KEYS if k in data]
-    if sweep_keys:
-        raise UserError(f"{path} is a sweep file (it has {', '.join(sweep_keys)}), not a "
-                        f"trial config: run it with `mutransfer sweep {path}`, or give "
-                        f"`mutransfer train` one trial's config (e.g. configs/train.yaml)")
+    problem = not_a_trial_config(data, path)
+    if problem:
+        raise UserError(problem)
     for key, value in parse_set(sets):
         set_dotted(data, key, value)
     return validate(TrialConfig, data, source=path)
+
+
+def not_a_trial_config(data: dict, path: str,
+                       wanted: str = "`mutransfer train` one trial's config") -> str | None:
+    """The one-line refusal of a check or sweep file (`data`, read from `path`) given where a
+    trial config belongs, naming the command that runs it; else None. `wanted`: what to give
+    instead (autocorr --data takes a data config too). Pydantic alone would say only "name:
+    Extra inputs are not permitted"."""
+    if "check" in data:
+        return (f"{path} is a check file (it has check), not a trial config: run it with "
+                f"`mutransfer check {path}`, or give {wanted} (e.g. configs/train.yaml)")
+    sweep_keys = [k for k in SWEEP_KEYS if k in data]
+    if sweep_keys:
+        return (f"{path} is a sweep file (it has {', '.join(sweep_keys)}), not a trial "
+                f"config: run it with `mutransfer sweep {path}`, or give {wanted} (e.g. "
+                f"configs/train.yaml)")
+    return None
 
 
 class Progress:

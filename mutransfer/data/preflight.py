@@ -7,6 +7,7 @@ once, on the driver, before any trial.
 
 from __future__ import annotations
 
+import time
 from typing import Any, TextIO
 
 from mutransfer.data.base import SPLITS
@@ -64,12 +65,14 @@ def shapes_by_data(configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
 
 
 def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
-                   workers: int | None = None, written: list[CacheRef] | None = None
-                   ) -> list[str]:
+                   workers: int | None = None, written: list[CacheRef] | None = None,
+                   took: dict[str, float] | None = None, announce: bool = True) -> list[str]:
     """Tokenize each distinct text source into its token cache unless it is there (the
     sweep's pre-flight, `mutransfer prepare`); the cache folder of each, in order.
     `written`: gets each cache this call wrote as it is written (also when a later source is
-    refused), so that a caller whose own check then fails can remove them again."""
+    refused), so that a caller whose own check then fails can remove them again; `took`: the
+    seconds each took, by folder; `announce`: each progress line ends saying its cache is
+    ready (False: the caller says so once its own checks passed)."""
     # imported here: data.cached (for CACHED_SOURCES) imports torch, this module does not
     from mutransfer.data.cached import CACHED_SOURCES
 
@@ -80,8 +83,11 @@ def prepare_caches(datas: list[dict[str, Any]], out: TextIO | None = None,
             continue
         ref = locate(cfg)
         if open_cache(ref) is None:
-            _, wrote = prepare_cache(cfg, ref, workers=workers, out=out)
+            start = time.monotonic()
+            _, wrote = prepare_cache(cfg, ref, workers=workers, out=out, announce=announce)
             if wrote and written is not None:
                 written.append(ref)
+            if wrote and took is not None:
+                took[str(ref.path)] = time.monotonic() - start
         folders.append(str(ref.path))
     return folders

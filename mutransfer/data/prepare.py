@@ -64,11 +64,14 @@ def fingerprint_of(keys: list[str], sizes: list[int], digests: list[str]) -> dic
 
 
 def prepare_cache(cfg: DataConfig, ref: CacheRef, workers: int | None = None,
-                  out: TextIO | None = None) -> tuple[TokenCache, bool]:
+                  out: TextIO | None = None, announce: bool = True) -> tuple[TokenCache, bool]:
     """The cache of `ref`, tokenized now unless it exists; (cache, whether this call wrote
     it). `workers`: processes for Parquet files (default: the CPUs, at most one per file);
-    `out`: where a progress line goes (None: quiet)."""
-    line = _ProgressLine(out, cfg.source, len(ref.files.files))
+    `out`: where a progress line goes (None: quiet); `announce`: end it with a line saying
+    the cache is ready (False: the caller says so once its own checks of the cache passed:
+    `mutransfer prepare` removes a cache too small for a batch, which it had announced as
+    prepared)."""
+    line = _ProgressLine(out, cfg.source, len(ref.files.files), announce)
     with preparing(ref) as folder:
         if folder is not None:
             write = _memory if cfg.source in MEMORY_SOURCES else _stream
@@ -230,8 +233,9 @@ def tokenize_file(i: int, path: Path, units: list, text_column: str, split_seed:
 class _ProgressLine:
     """`preparing tokens of parquet: 3/14 files, 12.3M tokens, 41 s` on one line."""
 
-    def __init__(self, out: TextIO | None, source: str, n_files: int):
+    def __init__(self, out: TextIO | None, source: str, n_files: int, announce: bool = True):
         self.status = StatusLine(out) if out is not None else None
+        self.announce = announce
         self.source, self.n_files = source, n_files
         self.start = time.monotonic()
         self.last = 0.0
@@ -254,6 +258,9 @@ class _ProgressLine:
 
     def close(self, cache: TokenCache, written: bool) -> None:
         if self.status is None:
+            return
+        if not self.announce:
+            self.status.close()
             return
         total = sum(int(s["tokens"]) for s in cache.index["shards"])
         what = (f"prepared in {time.monotonic() - self.start:.1f} s" if written else
