@@ -102,3 +102,30 @@ def test_a_bad_later_file_is_refused_before_the_first_files_data_is_tokenized(fo
     assert not (folder / "cache").exists()  # the good file's corpus was not tokenized
     assert main(["prepare", "sweep.yaml"]) == 0  # on its own it prepares
     assert (folder / "cache" / "tokens").is_dir()
+
+
+# -- `prepare` says a cache is prepared only once it holds a batch of each shape the trials
+# draw (before: "token cache of text: 13 tokens, prepared in 0.0 s: PATH", then the refusal
+# of that cache, which was removed) -------------------------------------------------------
+
+def test_a_corpus_too_small_for_a_batch_is_refused_without_a_word_of_success(folder, capsys):
+    (folder / "data.txt").write_text("hello world!")  # 12 train tokens, a batch needs 17
+    assert main(["prepare", "sweep.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "the train split has 12 tokens" in err
+    assert "prepared" not in out and "cache/tokens" not in out, out
+    assert not (folder / "cache").exists()
+
+
+def test_a_cache_that_passed_is_named_with_the_time_it_took_once(folder, capsys):
+    (folder / "data.txt").write_text(TEXT)
+    assert main(["prepare", "sweep.yaml"]) == 0
+    [cache] = (folder / "cache" / "tokens").iterdir()
+    [named] = [line for line in capsys.readouterr().out.splitlines()
+               if str(cache.relative_to(folder)) in line]
+    assert named.startswith("sweep.yaml: text, tokenizer byte: 1 files") and \
+        "(prepared in " in named
+    assert main(["prepare", "sweep.yaml"]) == 0  # the second time: nothing to do
+    [again] = [line for line in capsys.readouterr().out.splitlines()
+               if str(cache.relative_to(folder)) in line]
+    assert again.endswith("(already prepared)")
