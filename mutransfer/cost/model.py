@@ -10,10 +10,20 @@ counted tensor by tensor in the order the forward makes them. Two regimes:
 - "cuda": bf16 autocast (each matmul keeps a bf16 copy of its input; the residual stream and
   the norms stay float32), the triton conv (keeps only its input) and the triton scan (u, Δ,
   float32 B and C, z as a view, one float32 state per 64 steps; everything else recomputed).
-Peak GPU memory = weights (float32) + gradients + optimizer state + (cuda) the bf16 copies of
+Peak memory = weights (float32) + gradients + optimizer state + (cuda) the bf16 copies of
 the weights that autocast keeps for the backward + activations + the head's workspace (the
-logits and their gradient, which dominate at a large vocabulary) + a fixed reserve for the
-CUDA context and the allocator's slack.
+logits and their gradient, which dominate at a large vocabulary) + the allocator's retention
++ a fixed reserve. What "peak" means differs by regime:
+- "cuda": torch.cuda.max_memory_allocated, live tensors only; the caching allocator's slack,
+  the CUDA context and cuBLAS's workspace are the fixed reserve (CUDA_RESERVE_BYTES); no
+  retention term.
+- "cpu": the process's peak RSS. glibc's malloc raises its mmap threshold to the size of each
+  mmapped block freed (up to 32 MiB), so from the second step on the activations under that
+  size come from its heap, which freed memory fragments and which is not given back: RSS grows
+  to about twice those activations (CPU_HEAP_RETENTION, measured: benchmarks/README.md,
+  "Memory estimate"); tensors of 32 MiB or more are mmapped and given back when freed. The
+  reserve is what a process holds before its trial (torch, the trainer's modules and the ones
+  a first trial imports: CPU_RESERVE_BYTES).
 
 FLOPs: 2 per multiply-add of every matmul (in_proj, x_proj, dt_proj, out_proj, the readout),
 the depthwise conv, and 9 per (token, channel, state) for the selective scan's forward, as
@@ -32,6 +42,20 @@ from mutransfer.config import TrialConfig, mamba2_layout
 Regime = Literal["cpu", "cuda"]
 GiB = float(1 << 30)
 CUDA_RESERVE_BYTES = 1.0 * GiB  # CUDA context, cuBLAS workspace, allocator slack
+# A process's RSS before its trial: torch and the trainer's modules (0.24 GB), and those its
+# first trial imports (pyarrow, triton, sympy: +0.18 GB), its data (stdlib corpus: +0.05 GB):
+# 0.43-0.48 GB measured on torch 2.13 (CPU); paid once per process, not per trial
+CPU_RESERVE_BYTES = 0.5 * GiB
+MMAP_MAX_BYTES = 32 << 20  # glibc's largest mmap threshold (64-bit): larger blocks are mmapped
+# RSS the heap keeps beyond the live activations, per byte of activations in tensors under
+# MMAP_MAX_BYTES: (peak RSS growth - weights - workspace) / activations was 1.5-2.1 over the
+# grid of benchmarks/README.md ("Memory estimate"), 2.2 at width 64-128 after 30 steps
+CPU_HEAP_RETENTION = 1.15
+# per byte of a block's activations in tensors of MMAP_MAX_BYTES or more: the backward's
+# temporaries and the narrower tensors beside them, which the heap keeps (1.24x measured at
+# width 256, batch 24 x 1024)
+CPU_MAPPED_EXTRA = 0.3
+CPU_TRIAL_BYTES = 8e6  # a trial's own objects: its model's modules, eval batches, autograd's graph
 TRITON_CKPT_STEPS = 64  # the triton scan keeps one state per this many steps (ScanConfig)
 CHUNK_ELEMS = 1 << 19  # the chunked scan's chunk budget (mutransfer/ops/chunked.py)
 SCAN_FLOPS = 9  # per (token, channel, state), forward
@@ -194,24 +218,65 @@ def _s4d_layer_bytes(s: Shape, regime: Regime) -> float:
 
 def head_activation_bytes(s: Shape, regime: Regime) -> float:
     """Per token: the input ids (or reals), the final norm, the readout's input, the loss."""
-    d, v = s.width, s.output_dim
+    d = s.width
     ids = 8 if s.vocab is not None else 4 * (s.input_dim or 1)
     norm = 4 * (3 * d + 1) if regime == "cpu" else 4 * (2 * d + 1) + 2 * d  # + readout's in
-    loss = 4 * v + 8 if s.vocab is not None else 4 * v  # log_softmax's output, the targets
-    return ids + norm + loss
+    return ids + norm + loss_activation_bytes(s)
+
+
+def loss_activation_bytes(s: Shape) -> float:
+    """Per token: log_softmax's output (one float32 per class) and the targets."""
+    return 4 * s.output_dim + 8 if s.vocab is not None else 4 * s.output_dim
 
 
 def activation_bytes(s: Shape, regime: Regime) -> float:
     """What autograd keeps for the backward of one training step."""
     per_token = s.n_layer * layer_activation_bytes(s, regime) + head_activation_bytes(s, regime)
-    # A = -exp(A_log) (the exp's output, the masked product, its mask factor): per layer,
-    # whatever the number of tokens
-    per_layer = 3 * 4 * s.d_inner * s.d_state if s.arch == "mamba" else 0
+    return per_token * s.tokens_per_step + s.n_layer * fixed_layer_bytes(s)
+
+
+def fixed_layer_bytes(s: Shape) -> float:
+    """What a block keeps for the backward whatever the number of tokens."""
     if s.arch == "s4d":  # the kernel's Vandermonde powers Ā^l, (H, N/2, L) complex64 in
         # either regime, kept by the einsum that sums them: per layer, whatever the batch
         # (left out before: 6.8x under at width 64, d_state 128, L 2048, batch 1)
-        per_layer = 8 * s.width * (s.d_state // 2) * s.seq_len
-    return per_token * s.tokens_per_step + s.n_layer * per_layer
+        return 8 * s.width * (s.d_state // 2) * s.seq_len
+    # A = -exp(A_log) (the exp's output, the masked product, its mask factor)
+    return 3 * 4 * s.d_inner * s.d_state if s.arch == "mamba" else 0
+
+
+def heap_bytes(s: Shape, regime: Regime) -> float:
+    """The activations and the head's workspace that sit in tensors under MMAP_MAX_BYTES
+    (what glibc's heap serves), each group judged by its widest tensor: a block's (batch,
+    seq_len, d_inner) (S4D: width), the head's (batch, seq_len, width), the loss's (batch,
+    seq_len, classes)."""
+    t = s.tokens_per_step
+
+    def small(size: float) -> bool:
+        return size < MMAP_MAX_BYTES
+
+    wide = s.width if s.arch == "s4d" else s.d_inner
+    layers = s.n_layer * layer_activation_bytes(s, regime) * t if small(4 * t * wide) else 0.0
+    fixed = fixed_layer_bytes(s)
+    loss = loss_activation_bytes(s) * t + head_workspace_bytes(s, regime)
+    head = (head_activation_bytes(s, regime) - loss_activation_bytes(s)) * t
+    return (layers + (s.n_layer * fixed if small(fixed) else 0.0)
+            + (head if small(4 * t * s.width) else 0.0)
+            + (loss if small(4 * t * s.output_dim) else 0.0))
+
+
+def allocator_bytes(s: Shape, regime: Regime) -> float:
+    """RSS beyond the saved tensors at the CPU's peak (module docstring): what malloc's heap
+    keeps of the activations under MMAP_MAX_BYTES; of the blocks' mmapped ones, the backward's
+    temporaries and their narrower tensors (norms, B and C), which the heap still serves; the
+    trial's own objects. 0 on cuda, whose allocator's slack is in the fixed reserve."""
+    if regime != "cpu":
+        return 0.0
+    heap = heap_bytes(s, regime)
+    t, wide = s.tokens_per_step, s.width if s.arch == "s4d" else s.d_inner
+    mapped = (s.n_layer * layer_activation_bytes(s, regime) * t
+              if 4 * t * wide >= MMAP_MAX_BYTES else 0.0)
+    return CPU_HEAP_RETENTION * heap + CPU_MAPPED_EXTRA * mapped + CPU_TRIAL_BYTES
 
 
 def head_workspace_bytes(s: Shape, regime: Regime) -> float:
@@ -254,7 +319,8 @@ class Estimate:
     weights_bytes: float  # float32 weights + gradients + optimizer state (+ bf16 copies)
     activation_bytes: float
     workspace_bytes: float
-    reserve_bytes: float
+    reserve_bytes: float  # the process's own (cpu) or the CUDA context's and allocator's
+    allocator_bytes: float  # cpu: what malloc's heap keeps beyond the live tensors
     train_tokens: int
     eval_tokens: int
     flops_per_token: float  # training
@@ -263,7 +329,7 @@ class Estimate:
     @property
     def peak_bytes(self) -> float:
         return (self.weights_bytes + self.activation_bytes + self.workspace_bytes
-                + self.reserve_bytes)
+                + self.allocator_bytes + self.reserve_bytes)
 
     @property
     def peak_gb(self) -> float:
@@ -282,6 +348,7 @@ def estimate(s: Shape, regime: Regime = "cuda") -> Estimate:
     return Estimate(
         params=params, weights_bytes=weights, activation_bytes=activation_bytes(s, regime),
         workspace_bytes=head_workspace_bytes(s, regime),
-        reserve_bytes=CUDA_RESERVE_BYTES if regime == "cuda" else 0.0,
+        reserve_bytes=CUDA_RESERVE_BYTES if regime == "cuda" else CPU_RESERVE_BYTES,
+        allocator_bytes=allocator_bytes(s, regime),
         train_tokens=train_tokens, eval_tokens=eval_tokens, flops_per_token=3 * fwd,
         flops=3 * fwd * train_tokens + fwd * eval_tokens)
