@@ -85,40 +85,45 @@ def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **k
     return fig, flat
 
 
-def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> None:
+def _on_edge(ax, x: np.ndarray, y: float, marker: str, **kw) -> bool:
     """Markers in a row of the strip above or below the data (unclipped, like the muP
-    papers' marks on the edge).
+    papers' marks on the edge); whether any was drawn.
 
     Skipped when empty: an empty unclipped line still claims a box at the figure's origin
     and makes the layout collapse."""
     if len(x):
         ax.plot(x, np.full(len(x), y), marker, ls="", clip_on=False, zorder=4, **kw)
+    return bool(len(x))
 
 
 def _fitted_curve(ax, o: pd.Series, window: float, top: float, color,
-                  trained: np.ndarray) -> None:
+                  trained: np.ndarray) -> bool:
     """The curve lr* was fitted to, dashed, across its window but only between the outermost
     LRs that trained at this width (`trained`): never extrapolated past them (a transfer
-    search ran 3-6 LRs at a width, and the curve was drawn across the whole window)."""
+    search ran 3-6 LRs at a width, and the curve was drawn across the whole window).
+    Whether any of it was drawn."""
     trained = np.log2(np.asarray(trained, float))
     if not np.isfinite(o["curvature"]) or not len(trained):
-        return
+        return False
     v = math.log2(o["lr_opt"])
     lo, hi = max(v - window, trained.min()), min(v + window, trained.max())
     if hi <= lo:
-        return
+        return False
     x = np.linspace(lo, hi, 80)
     y = o["loss_at_opt"] + o["curvature"] * (x - v) ** 2
     keep = y <= top
     ax.plot(2.0 ** x[keep], y[keep], "--", lw=0.9, color=color, alpha=0.8, zorder=2)
+    return bool(keep.any())
 
 
-def _star(ax, o: pd.Series, top: float, color) -> None:
-    """lr*: filled in the width's colour, hollow with an edge in that colour on the grid edge."""
+def _star(ax, o: pd.Series, top: float, color) -> str:
+    """lr*: filled in the width's colour, hollow with an edge in that colour on the grid edge.
+    The kind of mark drawn (a key of _loss_mark_handles)."""
     edge = bool(o["edge"])
     ax.plot(o["lr_opt"], min(o["loss_at_opt"], top), "*", ms=14, zorder=5,
             mfc="white" if edge else color, mec=color if edge else "black",
             mew=1.6 if edge else 0.8)
+    return "edge_star" if edge else "star"
 
 
 def _statuses(cells: pd.DataFrame) -> np.ndarray:
@@ -128,13 +133,15 @@ def _statuses(cells: pd.DataFrame) -> np.ndarray:
 
 
 def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
-                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> None:
+                ylim: tuple[float, float], window: float, choice: Choice = DEFAULT) -> set[str]:
     """One family's curves inside `ylim`; the marks off that range go to a row per width in
     strips above it (diverged, above the range) and below it (not run, stopped early), so
     that no width's mark hides another's. The cells a trial stopped early at (search.stop)
-    are drawn apart from the LRs not run."""
+    are drawn apart from the LRs not run. Returns the kinds of mark drawn (the keys of
+    _loss_mark_handles), so that the legend names only those."""
     bottom, top = ylim
     row = ROW * (top - bottom)
+    marks: set[str] = set()
     for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
         c = c.sort_values("lr")
         color = colors[int(w)]
@@ -146,23 +153,29 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
         ax.plot(lr[ok], np.minimum(loss[ok], top), "-o", ms=3, lw=1.3, color=color)
         # the survivors' mean of a partially diverged LR: drawn apart, never on the line
         hollow = {"mfc": "white", "mec": color, "mew": 1.4}
-        ax.plot(lr[part & (loss <= top)], loss[part & (loss <= top)], "D", ms=5, ls="",
-                zorder=4, **hollow)
-        _on_edge(ax, lr[part & (loss > top)], up, "D", ms=5, **hollow)
-        _on_edge(ax, lr[ok & (loss > top)], up, "^", ms=6, color=color)
-        _on_edge(ax, lr[status == DIVERGED], up, "x", ms=7, mew=1.8, color=color)
-        _on_edge(ax, lr[status == NOT_RUN], down, "|", ms=5, mew=1.5, color=color)
-        _on_edge(ax, lr[status == STOPPED], down, "v", ms=6, **hollow)
+        inside = part & (loss <= top)
+        ax.plot(lr[inside], loss[inside], "D", ms=5, ls="", zorder=4, **hollow)
+        drawn = {"partial": _on_edge(ax, lr[part & (loss > top)], up, "D", ms=5, **hollow)
+                 or bool(inside.any()),
+                 "above": _on_edge(ax, lr[ok & (loss > top)], up, "^", ms=6, color=color),
+                 "diverged": _on_edge(ax, lr[status == DIVERGED], up, "x", ms=7, mew=1.8,
+                                      color=color),
+                 "not_run": _on_edge(ax, lr[status == NOT_RUN], down, "|", ms=5, mew=1.5,
+                                     color=color),
+                 "stopped": _on_edge(ax, lr[status == STOPPED], down, "v", ms=6, **hollow)}
+        marks |= {k for k, v in drawn.items() if v}
         o = opt[opt["width"] == w]
         if len(o) and np.isfinite(o["lr_opt"].iloc[0]):
-            if choice.log:  # a linear target's curve lives in grid steps: not redrawn
-                _fitted_curve(ax, o.iloc[0], window, top, color, lr[ok])
-            _star(ax, o.iloc[0], top, color)
+            # a linear target's curve lives in grid steps: not redrawn
+            if choice.log and _fitted_curve(ax, o.iloc[0], window, top, color, lr[ok]):
+                marks.add("curve")
+            marks.add(_star(ax, o.iloc[0], top, color))
     if choice.log:
         log2_axis(ax, "x", cells["lr"].to_numpy())
     ax.set_xlabel("learning rate (log2 scale)" if choice.target == "lr" else
                   f"{choice.target_label}" + (" (log2 scale)" if choice.log else ""))
     ax.grid(alpha=0.3)
+    return marks
 
 
 def _strips(a: Analysis, lo: float, hi: float) -> tuple[float, float]:
@@ -199,8 +212,9 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     colors = width_colors(a.widths)
     lo, hi = loss_limits(a.cells, a.lr_opt)
     fig, axes = _grid(len(fams), sharey=True)
+    marks: set[str] = set()
     for ax, (label, cells) in zip(axes, fams):
-        _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
+        marks |= _loss_panel(ax, cells, opt_by[label], colors, (lo, hi), a.fit_window, a.choice)
         ax.set_ylim(*_strips(a, lo, hi))
         _data_ticks(ax, lo, hi)
         long = max(len(t) for t in label.split("\n")) > 32
@@ -209,29 +223,34 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
         ax.set_ylabel("final eval loss (seed-adjusted mean)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4,
                       label=f"{a.scale_name('width')} {w}") for w in a.widths]
-    handles += [
-        Line2D([], [], ls="", marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
-        Line2D([], [], ls="--", lw=0.9, color="grey", label="fitted curve"),
-        Line2D([], [], ls="", marker="*", ms=12, mfc="white", mec="grey", mew=1.6,
-               label="lr* on grid edge"),
-        Line2D([], [], ls="", marker="D", ms=5, mfc="white", mec="grey", mew=1.4,
-               label="some seeds diverged\n(mean of the rest; not fitted)"),
-        Line2D([], [], ls="", marker="x", ms=7, mew=1.8, color="grey",
-               label="every seed diverged (top strip)"),
-        Line2D([], [], ls="", marker="|", ms=8, mew=1.5, color="grey",
-               label=f"not run at this {a.scale_name('width')}\n(bottom strip)"),
-        Line2D([], [], ls="", marker="^", ms=6, color="grey",
-               label="above the y range (top strip)"),
-    ]
-    if not a.prepared.stopped.empty:
-        handles.append(Line2D([], [], ls="", marker="v", ms=6, mfc="white", mec="grey",
-                              mew=1.4, label="stopped early (search.stop;\nnot fitted)"))
+    handles += _loss_mark_handles(marks, a.scale_name("width"))
     # one column grew taller than the figure with many widths and ran into the title
     fig.legend(handles=handles, loc="outside right center", frameon=False,
                ncols=1 if len(handles) <= 12 else 2)
     fig.suptitle("Final eval loss against learning rate, by width" if a.choice.is_default
                  else f"Final eval loss against {a.choice.target}, by {a.scale_name('width')}")
     return save(fig, path)
+
+
+def _loss_mark_handles(marks: set[str], width_name: str) -> list[Line2D]:
+    """The legend's entry for each kind of mark drawn, in a fixed order; none for a mark not
+    drawn (a newcomer looked for the diamonds and ticks the legend promised)."""
+    kinds = {
+        "star": dict(marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
+        "curve": dict(ls="--", lw=0.9, color="grey", label="fitted curve"),
+        "edge_star": dict(marker="*", ms=12, mfc="white", mec="grey", mew=1.6,
+                          label="lr* on grid edge"),
+        "partial": dict(marker="D", ms=5, mfc="white", mec="grey", mew=1.4,
+                        label="some seeds diverged\n(mean of the rest; not fitted)"),
+        "diverged": dict(marker="x", ms=7, mew=1.8, color="grey",
+                         label="every seed diverged (top strip)"),
+        "not_run": dict(marker="|", ms=8, mew=1.5, color="grey",
+                        label=f"not run at this {width_name}\n(bottom strip)"),
+        "above": dict(marker="^", ms=6, color="grey", label="above the y range (top strip)"),
+        "stopped": dict(marker="v", ms=6, mfc="white", mec="grey", mew=1.4,
+                        label="stopped early (search.stop;\nnot fitted)"),
+    }
+    return [Line2D([], [], **({"ls": ""} | kw)) for k, kw in kinds.items() if k in marks]
 
 
 def _x_axis(a: Analysis, ax) -> None:
