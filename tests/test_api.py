@@ -156,7 +156,7 @@ def test_the_readme_example_runs_the_sweep_and_analyzes_it(readme_run):
     assert set(ns["a"].lr_opt["width"]) == {16, 32}
     assert "edge_side" in printed  # an lr* on the grid's edge says so
     assert printed.splitlines()[0] == f"6 0 0 {result.storage}"
-    assert "sweep notebook: 6 cells, 0 complete, 6 to run" in ns["log"].getvalue()
+    assert "sweep notebook: 6 cells, 0 stored, 6 to run" in ns["log"].getvalue()
 
 
 def tensorboard_scalars(path: Path) -> dict[str, list[tuple[int, float]]]:

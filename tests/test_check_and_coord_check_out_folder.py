@@ -72,15 +72,19 @@ def test_coord_check_refuses_an_out_in_a_shared_store_before_measuring(
 
 
 @pytest.mark.slow
-def test_coord_check_writes_a_file_uri_out_into_its_local_path(tmp_path, monkeypatch):
+def test_coord_check_writes_a_file_uri_out_into_its_local_path(tmp_path, monkeypatch, capsys):
     """Before: `--out file:///x` made a folder ./file:/x, measured, then ended in a traceback
-    writing the first table."""
+    writing the first table. Its last line names every file it wrote (before: the first and
+    the last, leaving out slopes.parquet and verdicts.parquet)."""
     cwd, target = tmp_path / "cwd", tmp_path / "target"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     assert main(["coord-check", *SMALL, "--out", target.as_uri()]) == 0
-    assert Path("verdicts.parquet") in files_under(target)
+    written = files_under(target)
+    assert Path("verdicts.parquet") in written
     assert files_under(cwd) == []
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert all(str(target / f) in last for f in written), last
 
 
 @pytest.mark.parametrize("store, inside", [("new", "steps/x"), ("old", "trials/x"),

@@ -225,7 +225,7 @@ def test_truncated_parts_are_set_aside_and_their_cells_run_again(tmp_path, ray_l
     # the two damaged parts, the trial part whose steps were in the damaged steps part, and
     # the steps of the trial whose part was damaged: moved out of the table folders
     assert out.count("set aside a damaged part") == 4, out
-    assert "3 cells, 1 complete, 2 to run" in out
+    assert "3 cells, 1 stored, 2 to run" in out
     quarantine = results / "quarantine"
     assert (quarantine / "trials" / trial_part.name).exists()
     assert (quarantine / "steps" / steps_part.name).exists()

@@ -41,7 +41,7 @@ def test_an_unregistered_kind_is_refused_in_one_line_naming_the_known_ones(tmp_p
 
 def test_the_dry_run_shows_what_the_new_strategy_runs_first(tmp_path, climb_registered):
     out = dry_run(doc(tmp_path))
-    assert "sweep climb: climb over 10 cells: at least 2; 0 complete, 2 to run now" in out
+    assert "sweep climb: climb over 10 cells: at least 2; 0 stored, 2 to run now" in out
     assert out.count("runs now") == 2 and out.count("waits") == 8  # the lowest LR per width
     assert "a climb search runs a part of it" in out  # the cost table's title
 

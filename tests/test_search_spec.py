@@ -75,7 +75,7 @@ def test_dry_run_lists_each_family_and_width_and_writes_nothing(tmp_path, capsys
     path = write(tmp_path, {"kind": "transfer", "probe_stability": True})
     rc = main(["sweep", str(path), "--dry-run"])
     out = capsys.readouterr().out
-    assert rc == 0 and "0 complete, 12 to run now" in out, out  # 2 x the walk's 3 x 2 seeds
+    assert rc == 0 and "0 stored, 12 to run now" in out, out  # 2 x the walk's 3 x 2 seeds
     assert "probes upward" in out
     lines = [ln.split() for ln in out.splitlines() if ln.split()[:1] in (["sp"], ["mup"])]
     assert [ln[:2] for ln in lines] == [["sp", "16"], ["sp", "32"], ["sp", "64"],

@@ -47,7 +47,7 @@ def test_transfer_search_walks_at_the_smallest_width_and_runs_a_window_above_it(
                        search=TRANSFER)
     rc, out = sweep(path)
     assert rc == 0, out
-    assert "0 complete, 6 to run now" in out  # the walk's middle three LRs, both seeds
+    assert "0 stored, 6 to run now" in out  # the walk's middle three LRs, both seeds
     assert "[" in out and "/~" in out  # the total is not known up front
     assert "width 16: nothing to predict from" in out
     assert "width 32: predicted lr*" in out and "width 32: lr*" in out
@@ -75,11 +75,11 @@ def test_grid_results_serve_the_transfer_search_and_a_new_width_runs_only_its_wi
     storage = tmp_path / "shared"
     path = write_sweep(tmp_path, "both", {"width": [16, 32], "lr": LRS}, storage=storage)
     rc, out = sweep(path)
-    assert rc == 0 and "10 cells, 0 complete, 10 to run" in out
+    assert rc == 0 and "10 cells, 0 stored, 10 to run" in out
 
     set_doc(path, search=TRANSFER)
     rc, out = sweep(path)
-    assert rc == 0 and "10 complete, 0 to run now" in out and "0 trials to run" in out
+    assert rc == 0 and "10 stored, 0 to run now" in out and "0 trials to run" in out
 
     set_doc(path, widths=[16, 32, 64])
     rc, out = sweep(path)

@@ -36,7 +36,7 @@ def test_sweep_stores_both_tables_then_reruns_nothing_then_runs_only_new_cells(
 
     rc, out = sweep(path)
     assert rc == 0, out
-    assert "4 cells, 0 complete, 4 to run" in out and "4 complete, 0 diverged, 0 failed" in out
+    assert "4 cells, 0 stored, 4 to run" in out and "4 complete, 0 diverged, 0 failed" in out
     tables = read_tables(results)
     plan_ids = {c.trial_id for c in load_plan(path).cells}
     assert set(tables.trials["trial_id"]) == plan_ids and len(tables.trials) == 4
@@ -55,7 +55,7 @@ def test_sweep_stores_both_tables_then_reruns_nothing_then_runs_only_new_cells(
     doc["axes"]["lr"].append(0.003)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     rc, out = sweep(path)
-    assert rc == 0 and "6 cells, 4 complete, 2 to run" in out
+    assert rc == 0 and "6 cells, 4 stored, 2 to run" in out
     tables = read_tables(results)
     assert len(tables.trials) == 6 and tables.trials["trial_id"].is_unique
     assert sorted(tables.trials.loc[tables.trials["lr"] == 0.003, "width"]) == [16, 32]
@@ -129,7 +129,7 @@ def test_a_trial_failing_on_its_config_is_recorded_as_failed_without_retries(
     assert pd.isna(pd.read_parquet(tmp_path / "fail" / "trials").set_index("train.device")
                    .loc["cuda", "final_eval_loss"])
     rc, out = sweep(path, dry_run=True)
-    assert "2 cells, 1 complete, 1 to run" in out and "failed before, to run" in out
+    assert "2 cells, 1 stored, 1 to run" in out and "failed before, to run" in out
 
 
 def test_optuna_search_proposes_lrs_in_range_and_resumes(tmp_path, ray_local):

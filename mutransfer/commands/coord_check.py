@@ -164,7 +164,7 @@ def run(args) -> int:
     files = result.write(out)
     print(result.summary())
     print(result.text())
-    print(f"\nwrote {files[0]}, {files[-1]}")
+    print(f"\nwrote {', '.join(str(f) for f in files)}")
     if args.strict and (bad := result.strict_failures()):
         print("strict: " + ", ".join(bad), file=sys.stderr)
         return 1

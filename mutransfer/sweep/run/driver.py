@@ -326,16 +326,18 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
 
 
 def header(plan: Plan, store: Store, work: Work) -> str:
-    """The run's first line; `work` is plan_work's answer: the rest of the plan is complete."""
+    """The run's first line; `work` is plan_work's answer: the rest of the plan is stored
+    (complete or diverged: run to its end either way, and not run again; 'complete' said so
+    of the quickstart's 10 diverged cells, which its last line counts apart)."""
     to_run = work.n_trials
     if plan.part_of_grid:  # it decides as it goes: what it runs at least and at most
         summary = strategy_for(plan.spec.search.kind).summary(plan, work)
         return (f"sweep {plan.spec.name}: {summary}; "
-                f"{len(plan.cells) - len(work.cells)} complete, {to_run} to run now -> "
+                f"{len(plan.cells) - len(work.cells)} stored, {to_run} to run now -> "
                 f"{store.location}")
     unit = "trials" if plan.adaptive else "cells"
     return (f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} "
-            f"complete, {to_run} to run -> {store.location}")
+            f"stored, {to_run} to run -> {store.location}")
 
 
 def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
