@@ -147,9 +147,25 @@ def test_the_training_curves_title_fits_its_figure(tmp_path, monkeypatch):
     words = " ".join(title.get_text().split())
     curves.plt.close(fig)
     assert box.width <= width
-    for said in ("Training curves", "mean over seeds", "dotted: some seeds diverged",
-                 "mean of the rest", "dashed: all diverged", "clipped at the top"):
-        assert said in words
+    for said in ("Training curves", "mean over seeds", curves.line_key(set(a.cells["status"]))):
+        assert " ".join(said.split()) in words
+
+
+@pytest.mark.parametrize("diverging", [False, True])
+def test_the_training_curves_title_names_the_line_styles_drawn(tmp_path, monkeypatch,
+                                                                diverging):
+    """A store where no seed diverged has no dotted or dashed line: its title named both (the
+    quickstart's says dashed, of its 10 diverged cells, and no dotted)."""
+    from mutransfer.analysis import curves
+
+    fam = Planted("sp", 2**-7, -1.0, stable_base=2**-6 if diverging else np.inf)
+    a = analyze(write_results(tmp_path, synthetic_tables([fam], [64, 128], LR_GRID, [0, 1])))
+    figs = _captured(monkeypatch, curves)
+    curves.plot_training_curves(a, a.prepared, a.steps, Path("unused.png"))
+    words = " ".join(figs[0]._suptitle.get_text().split())
+    curves.plt.close(figs[0])
+    assert ("dashed: all diverged" in words) == diverging, words
+    assert "dotted" not in words and "clipped at the top" in words
 
 
 def test_a_param_axis_of_one_entry_is_named_in_the_header_by_the_entries_it_sets(tmp_path):

@@ -96,7 +96,14 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                        pad=0.02)
     bar.set_label("learning rate (log2)" if a.choice.target == "lr" else
                   f"{a.choice.target_label}" + (" (log2)" if a.choice.log else ""))
-    fit_suptitle(fig, ["Training curves (mean over seeds)",
-                       "dotted: some seeds diverged (mean of the rest); dashed: all diverged; "
-                       "clipped at the top"])
+    fit_suptitle(fig, ["Training curves (mean over seeds)", line_key(set(curves["status"]))])
     return save(fig, path)
+
+
+def line_key(statuses: set[str]) -> str:
+    """What the line styles drawn mean: only those of `statuses` (a key of every style named
+    dotted lines on a store where no seed diverged, and sent a reader looking for them)."""
+    keys = {PARTIAL: "dotted: some seeds diverged (mean of the rest)",
+            DIVERGED: "dashed: all diverged"}
+    return "; ".join([keys[s] for s in (PARTIAL, DIVERGED) if s in statuses]
+                     + ["clipped at the top"])
