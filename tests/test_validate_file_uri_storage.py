@@ -55,3 +55,19 @@ def test_a_new_folder_as_a_file_uri_is_a_valid_storage(tmp_path, capsys):
     assert main(["validate", "--no-data", str(sweep_file(tmp_path, storage))]) == 0
     assert f"ok, 108 cells -> {storage}" in capsys.readouterr().out
     assert not (tmp_path / "results").exists()
+
+
+def test_validate_says_how_much_of_the_sweep_its_store_holds(tmp_path, capsys):
+    """Before: 'ok, 108 cells' whatever the store held (a finished sweep read as if nothing
+    had run; only --dry-run said so). A new folder says nothing of stored trials."""
+    from mutransfer.results.store import Store
+    from mutransfer.sweep.plan.cells import load_plan
+    from tests.test_store import run_trial
+
+    storage = tmp_path / "results" / "qs"
+    path = sweep_file(tmp_path, str(storage))
+    store = Store(storage)
+    for cell in load_plan(path).cells[:2]:
+        run_trial(store, cell.trial_id)
+    assert main(["validate", "--no-data", str(path)]) == 0
+    assert f"ok, 108 cells -> {storage} (2 stored, 106 to run)" in capsys.readouterr().out

@@ -39,16 +39,18 @@ def run(args) -> int:
     from mutransfer.sweep.plan.packing import plan_cost
     from mutransfer.sweep.run.driver import prepare
     from mutransfer.sweep.search.base import Work
-    from mutransfer.sweep.search.registry import strategy_for
+    from mutransfer.sweep.search.registry import plan_work, strategy_for
 
     for path in args.file:
         if is_check_file(path):
             _validate_check(path, args)
             continue
         plan = _checked_plan(prepare, path, args)
-        _check_local_store(plan.spec.storage_location)
-        what = strategy_for(plan.spec.search.kind).summary(plan, Work())
+        state = _check_local_store(plan.spec.storage_location)
+        work = plan_work(plan, state) if state is not None else Work()
+        what = strategy_for(plan.spec.search.kind).summary(plan, work)
         print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
+              + _stored_text(plan, state, work)
               + ("" if args.data else " (data not checked)")
               + factory_note(plan, args.import_model, args.data))
         for note in plan.replaced_by_axes():
@@ -75,16 +77,29 @@ def _validate_check(path: str, args) -> None:
         print(plan_cost(c.plan, args.gpu, args.mfu))
 
 
-def _check_local_store(location: str) -> None:
+def _check_local_store(location: str):
     """A local storage that `sweep` would refuse (a file, a folder of other files, a folder
     inside another store, a file:// URI pyarrow cannot open) is refused here too, a plain
     path or a file:// URI alike (before: a file:// URI was not looked at); another URI's
-    bucket may be the cluster's alone."""
+    bucket may be the cluster's alone. What a local store holds (its StoreState), None when
+    there is none yet or it is not looked at."""
     from mutransfer.results.fs import is_uri
     from mutransfer.results.store import Store
 
-    if not is_uri(location) or location[:7].lower() == "file://":
-        Store(location).check_is_store()
+    if is_uri(location) and location[:7].lower() != "file://":
+        return None
+    store = Store(location)
+    store.check_is_store()
+    return store.scan(repair=False) if store.exists() else None
+
+
+def _stored_text(plan, state, work) -> str:
+    """' (N stored, M to run)' for a store that holds some of the plan's trials: a finished
+    sweep read 'ok, 108 cells' as if nothing had run (only --dry-run said so)."""
+    if state is None:
+        return ""
+    stored = len(plan.cells) - len(work.cells)
+    return f" ({stored} stored, {work.n_trials} to run)" if stored else ""
 
 
 def _checked_plan(prepare, path: str, args):
