@@ -22,8 +22,9 @@ at those degrees of freedom); the p-values of a parameterization's slopes (~140:
 are Holm-adjusted, and a slope is a *violation* (status `robust`) when its adjusted p is at
 most `alpha`: the chance that a parameterization whose every slope lies inside the band FAILs
 is at most alpha, however many slopes are checked. A slope outside by less is *borderline*:
-reported, not counted. With one seed and two widths there is no standard error and every slope
-outside the tolerance counts.
+reported, not counted. With one seed and two widths there is no standard error: a slope
+outside the tolerance is undecided (INCONCLUSIVE), never a violation. A quantity whose RMS is 0
+at every width and seed (nothing has reached it yet) has no slope and is not checked.
 
 No violation is a PASS only where the test could have seen one: a width check with a borderline
 slope outside the band by more than the band's own width (|slope| > 2 x tolerance: sp's slopes
@@ -55,12 +56,19 @@ AXES = {"width": "width", "n_layer": "depth"}  # what slopes can be taken agains
 def _log_sizes(coord: pd.DataFrame, axis: str = "width") -> list[tuple[str, pd.DataFrame]]:
     """Per kind (h, dh): log2 RMS with a row per (param, layer, quantity, step, seed) and a
     column per value of `axis` (width or n_layer). Δh at step 0 (zero by definition) is left
-    out."""
+    out, and so is a (param, layer, quantity, step, kind) whose RMS is 0 at every width and
+    seed: nothing has reached it yet, so it has no size to scale (a zero-initialised readout's
+    logits at init, and every Δh at step 1 behind it, since no gradient passes a zero readout;
+    before, each counted as a slope of +inf and a correct muP model FAILed), as
+    analysis/updates.py leaves out a tensor no gradient reaches. Zero at some widths only
+    still gives an infinite slope (`seed_slopes`)."""
     out = []
     for kind, col in (("h", "rms"), ("dh", "drms")):
         rows = coord if kind == "h" else coord[coord["step"] > 0]
         wide = rows.pivot_table(index=KEYS + ["seed"], columns=axis, values=col,
                                 aggfunc="first", sort=True)
+        zero = (wide == 0).all(axis=1).groupby(level=KEYS).transform("all")
+        wide = wide[~zero.to_numpy(bool)]
         if wide.shape[1] >= 2:
             with np.errstate(divide="ignore", invalid="ignore"):
                 out.append((kind, np.log2(wide)))
@@ -153,6 +161,11 @@ def welch_df(se1: np.ndarray, df1: np.ndarray, se2: np.ndarray, df2: np.ndarray)
     var = sum(v for v, _ in parts)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = var**2 / sum(v**2 / d for v, d in parts)
+    # the t test rounds df down: a whole df that rounding left a hair below (one part, 7 df:
+    # v²/(v²/7) = 6.999999999999999 for some v) would lose a degree of freedom (before: 29 of
+    # 280 slopes of an 8-seed, 2-width check were tested at 6 df instead of 7)
+    whole = np.rint(out)
+    out = np.where(np.abs(out - whole) <= 1e-9 * np.maximum(whole, 1.0), whole, out)
     return np.where(var > 0, out, np.inf)
 
 

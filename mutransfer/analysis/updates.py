@@ -14,7 +14,8 @@ m = width / base_width (docs/models.md, "Per-parameter update sizes", has the de
   not depend on width. So every entry of ΔW_t is of size η_role = η · m^lr_adam_m, RMS(ΔW_t) ∝
   m^lr_adam_m, and the relative update ‖ΔW_t‖_F/‖W_0‖_F = RMS(ΔW_t)/RMS(W_0) ∝
   m^(lr_adam_m − init_m), whatever the tensor's shape (the same number of entries on both
-  sides). For a vector (no prescribed init; often 0) the update's RMS is tested, ∝ m^lr_adam_m.
+  sides). For a vector (no prescribed init; often 0) the update's RMS is tested, ∝ m^lr_adam_m;
+  so for a governed tensor initialised to zero at every width (a zero readout): no init test.
   Under muP a hidden matrix: η/m against std ∝ m^-½, relative update ∝ m^-½; an embedding or a
   base-init readout: η against a fixed std, ∝ m^0.
 - update, SGD: ΔW = η_role · g depends on the gradient's size, which the table alone does not
@@ -74,14 +75,37 @@ def _untrained(sizes: pd.DataFrame) -> set[tuple[str, int]]:
     return {k for k, v in g.items() if v == 0}
 
 
+def zero_init(sizes: pd.DataFrame) -> set[str]:
+    """Parameters whose init is zero at every width and seed (e.g. a zero-initialised readout,
+    muP's recommended one): RMS(W_0) = 0 scales as any power of width, and the relative update
+    has no denominator."""
+    g = sizes[sizes["step"] == 0].groupby("param")["w_rms"].max()
+    return {k for k, v in g.items() if v == 0}
+
+
+def _for_zero_init(expected: pd.DataFrame, zero: set[str]) -> pd.DataFrame:
+    """`expected` with each zero-init tensor judged as a vector is: no init test, and its
+    update's own RMS against width^lr_adam_m (= update_exp + init_exp of a governed role).
+    Before, its init and relative update had slopes of +inf, and a correct muP model with a
+    zero readout FAILed naming the readout's init."""
+    e = expected.copy()
+    z = e["param"].isin(zero) & e["relative"].astype(bool)
+    e.loc[z, "update_exp"] = e.loc[z, "update_exp"] + e.loc[z, "init_exp"]
+    e.loc[z, "init_exp"] = np.nan
+    e.loc[z, "relative"] = False
+    return e
+
+
 def update_slopes(sizes: pd.DataFrame, expected: pd.DataFrame, tol: float) -> pd.DataFrame:
     """Per (parameter, step, kind init/update): slope of log2 size against log2 width with its
     s.e. and df (coordverdict's noise model), the role, the expected exponent and the `excess`
     of |slope − expected| over `tol` (inf where a size is 0 or not finite at some width). Init
     is judged at step 0 only (W_0 is the same at every step); rows with no expectation are
-    left out."""
+    left out. A tensor initialised to zero at every width is judged as a vector is (its
+    update's RMS, `zero_init`)."""
     if sizes.empty:
         return pd.DataFrame()
+    expected = _for_zero_init(expected, zero_init(sizes))
     sl = slopes(update_sizes(sizes, expected))
     sl = sl[((sl["kind"] == "h") & (sl["step"] == 0)) | (sl["kind"] == "dh")]
     skip = _untrained(sizes)
