@@ -76,9 +76,16 @@ def _panel(a: Analysis, ax, scale_col: str) -> None:
         ax.plot(x[bare], y[bare], "s", mfc="white", mec=col, ms=6)
         ax.plot(x[edge], y[edge], "o", mfc="white", mec=col, ms=6)
     _scale_axis(ax, opt[scale_col].to_numpy(float), a.scale_name(scale_col))
-    if c.log:
+    if not np.isfinite(opt["lr_opt"].to_numpy(float)).any():
+        # nothing to draw (every cell diverged: no optimum anywhere): a log2 y axis
+        # without a point made matplotlib raise, and the sweep lost every figure and the report
+        ax.text(0.5, 0.5, "no optimum at any point\n(see the stability plot and the notes)",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9)
+        ax.set_yticks([])
+    elif c.log:
         log2_axis(ax, "y", np.concatenate([opt["ci_low"], opt["ci_high"], opt["lr_opt"]]))
-    ax.set_ylabel(f"{c.opt_label}" + (" (log2 scale)" if c.log else ""))
+    ax.set_ylabel(f"{c.opt_label}" + (" (log2 scale)" if c.log and ax.get_yscale() == "log"
+                                      else ""))
     ax.set_title(f"optimum of {c.target_label} against {a.scale_name(scale_col)}")
     ax.grid(alpha=0.3)
     place_legend(ax, ax.get_legend_handles_labels()[0], fontsize=7,
