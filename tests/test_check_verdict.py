@@ -318,3 +318,18 @@ def test_a_deadline_that_fires_as_the_round_ends_is_a_budget_stop_not_a_tracebac
     finally:
         signal.signal(signal.SIGINT, before)
     assert result == (None, True, (0, 0.0))  # stopped by the budget: the verdict says so
+
+
+def test_no_pass_while_the_coordinate_stage_leaves_a_slope_undecided():
+    """`coord-check` says INCONCLUSIVE for a borderline slope beyond twice its band (or with
+    no standard error: a coordinate stage of two seeds at two widths); the check said PASS
+    there once the drift was inside."""
+    far = judged().assign(excess=0.0)
+    sel = (far["quantity"] == "blocks.0.fc") & (far["step"] == 1) & (far["kind"] == "dh")
+    far.loc[sel, ["slope", "se", "excess", "status"]] = [0.9, 0.5, 0.65, "borderline"]
+    v = decide(far, COORD, BEHIND, GOOD_DRIFT, coord_tolerance=0.25)
+    assert v.verdict == "INCONCLUSIVE" and "could not decide 1 slope" in v.reason
+    assert "Δblocks.0.fc@t1 +0.90 ± 0.50" in v.reason and "check.coord seeds" in v.advice[-1]
+    near = far.assign(excess=np.where(sel, 0.1, 0.0))  # outside by less than its band: PASS
+    assert decide(near, COORD, BEHIND, GOOD_DRIFT, coord_tolerance=0.25).verdict == "PASS"
+    assert decide(far, COORD, BEHIND, GOOD_DRIFT).verdict == "PASS"  # not judged so

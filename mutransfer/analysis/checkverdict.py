@@ -321,14 +321,27 @@ def diverged_verdict(judged: pd.DataFrame, width: int, lr: float) -> Verdict:
     return v
 
 
+def undecided_slopes(judged: pd.DataFrame, coord_tolerance: float | None) -> pd.DataFrame:
+    """Borderline slopes the coordinate stage had no power to call (coord-check's rule,
+    coordverdict.verdicts): outside the band by more than its own width, or with no
+    standard error. None: not judged so (no rows)."""
+    if coord_tolerance is None or "excess" not in judged:
+        return judged.iloc[:0]
+    far = (judged["excess"] > coord_tolerance) | judged["se"].isna()
+    return judged[(judged["status"] == "borderline") & far]
+
+
 def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str, str]],
            drift: dict | None, tolerance: float = 0.25, seeds: int = 0, steps: int = 0,
-           widths: int = 0, param_order: dict[str, int] | None = None) -> Verdict:
+           widths: int = 0, param_order: dict[str, int] | None = None,
+           coord_tolerance: float | None = None) -> Verdict:
     """One verdict from the judged coordinate slopes (activations and parameters) and the
     drift row (slope, ci_low, ci_high, n_edge, note; None when the transfer stage did not
     run). The transfer stage is an equivalence test: PASS when the drift's 95% interval lies
     inside ±tolerance, FAIL when it lies outside; straddling, it is INCONCLUSIVE, with the
-    seeds that would decide it (`seeds`: how many the drift was measured with)."""
+    seeds that would decide it (`seeds`: how many the drift was measured with). No PASS
+    while the coordinate stage (band ±`coord_tolerance`) leaves a slope undecided
+    (undecided_slopes): `coord-check` says INCONCLUSIVE there, and so does the check."""
     culprit = culprit_of(judged, coord, behind, param_order)
     counts = status_counts(judged)
     d = drift or {}
@@ -368,6 +381,16 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
         v.advice.append("a width without an optimum had no LR of check.lr that trained (the "
                         "transfer search's report shows the losses): move check.lr below the "
                         "LRs that diverge there")
+        return v
+    far = undecided_slopes(judged, coord_tolerance)
+    if test == "PASS" and len(far):
+        r = far.loc[far["excess"].fillna(np.inf).idxmax()]
+        v.verdict = "INCONCLUSIVE"
+        v.reason = (f"{drift_words}: inside, but the coordinate stage could not decide "
+                    f"{len(far)} slope{'s' * (len(far) > 1)} beyond twice its band (largest: "
+                    f"{label(r)} {float(r['slope']):+.2f} ± {float(r['se']):.2f}): its seeds "
+                    "could not have told a violation")
+        v.advice.append("more check.coord seeds (or widths) decide the coordinate stage")
         return v
     if test == "PASS":
         v.verdict = "PASS"

@@ -286,7 +286,7 @@ def _run(job: Checked, args) -> int:
     else:
         v = decide(judged, coord, behind, r.drift, c.tolerance, seeds=n_seeds,
                    steps=int(spec.train.get("steps", 200)), widths=len(c.widths),
-                   param_order=order)
+                   param_order=order, coord_tolerance=c.coord.tolerance)
     if v.verdict == "INCONCLUSIVE" and r.stopped and r.drift is None:
         v.reason = v.reason.replace("did not run", "did not finish")
         v.advice = [f"the budget ({r.stopped}) stopped the transfer search; its trials are "
