@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mutransfer.analysis.coordverdict import excess, judge, label
+from mutransfer.analysis.coordverdict import excess, judge, label, undecided
 from mutransfer.analysis.intervals import LEVEL
 from mutransfer.analysis.tdist import t_quantile
 from mutransfer.analysis.updates import GOVERNED
@@ -321,16 +321,6 @@ def diverged_verdict(judged: pd.DataFrame, width: int, lr: float) -> Verdict:
     return v
 
 
-def undecided_slopes(judged: pd.DataFrame, coord_tolerance: float | None) -> pd.DataFrame:
-    """Borderline slopes the coordinate stage had no power to call (coord-check's rule,
-    coordverdict.verdicts): outside the band by more than its own width, or with no
-    standard error. None: not judged so (no rows)."""
-    if coord_tolerance is None or "excess" not in judged:
-        return judged.iloc[:0]
-    far = (judged["excess"] > coord_tolerance) | judged["se"].isna()
-    return judged[(judged["status"] == "borderline") & far]
-
-
 def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str, str]],
            drift: dict | None, tolerance: float = 0.25, seeds: int = 0, steps: int = 0,
            widths: int = 0, param_order: dict[str, int] | None = None,
@@ -341,7 +331,7 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
     inside ±tolerance, FAIL when it lies outside; straddling, it is INCONCLUSIVE, with the
     seeds that would decide it (`seeds`: how many the drift was measured with). No PASS
     while the coordinate stage (band ±`coord_tolerance`) leaves a slope undecided
-    (undecided_slopes): `coord-check` says INCONCLUSIVE there, and so does the check."""
+    (coordverdict.undecided): `coord-check` says INCONCLUSIVE there, and so does the check."""
     culprit = culprit_of(judged, coord, behind, param_order)
     counts = status_counts(judged)
     d = drift or {}
@@ -382,7 +372,8 @@ def decide(judged: pd.DataFrame, coord: pd.DataFrame, behind: dict[str, dict[str
                         "transfer search's report shows the losses): move check.lr below the "
                         "LRs that diverge there")
         return v
-    far = undecided_slopes(judged, coord_tolerance)
+    # coord-check's rule (coordverdict.undecided), its band's width as the bound
+    far = undecided(judged, coord_tolerance) if coord_tolerance is not None else judged.iloc[:0]
     if test == "PASS" and len(far):
         r = far.loc[far["excess"].fillna(np.inf).idxmax()]
         v.verdict = "INCONCLUSIVE"

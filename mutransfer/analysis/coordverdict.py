@@ -232,6 +232,16 @@ def judge(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
     return sl.assign(excess=ex, p=p, p_holm=p_holm, status=status)
 
 
+def undecided(judged: pd.DataFrame, beyond: float | None) -> pd.DataFrame:
+    """The borderline slopes the test had no power to call: outside the band by more than
+    `beyond` (None: no such bound), or by any amount with no standard error at all (one
+    seed at two widths or depths)."""
+    far = judged["se"].isna()
+    if beyond is not None:
+        far = far | (judged["excess"] > beyond)
+    return judged[(judged["status"] == "borderline") & far]
+
+
 def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
              worst: int = 3, seeds: list[int] | None = None,
              undecided_beyond: float | None = None) -> pd.DataFrame:
@@ -252,10 +262,7 @@ def verdicts(sl: pd.DataFrame, tol: float = TOLERANCE, alpha: float = ALPHA,
     rows = []
     for param, g in judged.groupby("parameterization", sort=False):
         robust = g[g["status"] == "robust"]
-        # undecided: outside the band by more than `undecided_beyond`, or by any amount
-        # with no standard error at all (one seed at two widths or depths)
-        beyond = g["excess"] > undecided_beyond if undecided_beyond is not None else False
-        far = g[(g["status"] == "borderline") & (beyond | g["se"].isna())]
+        far = undecided(g, undecided_beyond)
         order = (robust["slope"].abs() if len(robust) else far["excess"] if len(far)
                  else reach[g.index]).sort_values(ascending=False).index
         r = g.loc[order[0]]
