@@ -86,6 +86,7 @@ def _check_local_store(location: str):
     from mutransfer.results.fs import is_uri
     from mutransfer.results.store import Store
 
+    # a file:// URI pyarrow cannot open is refused too (local_folder would pass it over)
     if is_uri(location) and location[:7].lower() != "file://":
         return None
     store = Store(location)
@@ -96,9 +97,9 @@ def _check_local_store(location: str):
 def _stored_text(plan, state, work) -> str:
     """' (N stored, M to run)' for a store that holds some of the plan's trials: a finished
     sweep read 'ok, 108 cells' as if nothing had run (only --dry-run said so)."""
-    if state is None:
-        return ""
-    stored = len(plan.cells) - len(work.cells)
+    from mutransfer.sweep.run.driver import stored_count
+
+    stored = stored_count(plan, work) if state is not None else 0
     return f" ({stored} stored, {work.n_trials} to run)" if stored else ""
 
 

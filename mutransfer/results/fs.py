@@ -120,11 +120,11 @@ def first_contact(location: str) -> None:
     machine cannot ask its filesystem, within FIRST_CONTACT_S for a GCS bucket (a URI that
     sets its own retry limit keeps it). Other filesystems answer a missing network or
     credentials at once; this machine's own folders are left to the store's checks."""
-    text = absolute_location(location)
+    key = text = absolute_location(location)
     scheme = text.split("://", 1)[0].lower() if is_uri(text) else "file"
     if scheme == "file":
         return
-    seen = _UNREACHABLE.get(text)
+    seen = _UNREACHABLE.get(key)
     if seen is not None and time.monotonic() - seen[0] < UNREACHABLE_KEPT_S:
         raise StorageUnreachable(seen[1])
     if scheme in ("gs", "gcs") and _RETRY_QUERY not in text:
@@ -135,7 +135,7 @@ def first_contact(location: str) -> None:
     except OSError as exc:
         message = (f"storage {location}: cannot reach it from this machine "
                    f"({first_sentence(first_line(exc))})")
-        _UNREACHABLE[absolute_location(location)] = (time.monotonic(), message)
+        _UNREACHABLE[key] = (time.monotonic(), message)
         raise StorageUnreachable(message) from None
 
 

@@ -332,12 +332,18 @@ def header(plan: Plan, store: Store, work: Work) -> str:
     to_run = work.n_trials
     if plan.part_of_grid:  # it decides as it goes: what it runs at least and at most
         summary = strategy_for(plan.spec.search.kind).summary(plan, work)
-        return (f"sweep {plan.spec.name}: {summary}; "
-                f"{len(plan.cells) - len(work.cells)} stored, {to_run} to run now -> "
-                f"{store.location}")
+        return (f"sweep {plan.spec.name}: {summary}; {stored_count(plan, work)} stored, "
+                f"{to_run} to run now -> {store.location}")
     unit = "trials" if plan.adaptive else "cells"
-    return (f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {plan.n_trials - to_run} "
+    return (f"sweep {plan.spec.name}: {plan.n_trials} {unit}, {stored_count(plan, work)} "
             f"stored, {to_run} to run -> {store.location}")
+
+
+def stored_count(plan: Plan, work: Work) -> int:
+    """How many of the plan's trials its store holds, as a run's first line counts them."""
+    if plan.part_of_grid:
+        return len(plan.cells) - len(work.cells)
+    return plan.n_trials - work.n_trials
 
 
 def dry_run(spec: SpecLike, *, storage: str | None = None, address: str | None = None,
