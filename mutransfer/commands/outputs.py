@@ -10,7 +10,7 @@ from pathlib import Path
 from mutransfer.errors import UserError
 from mutransfer.paths import folder_problem
 from mutransfer.results.fs import local_folder
-from mutransfer.results.store import MARKER, RUNNING
+from mutransfer.results.store import RUNNING, Store
 
 # a results store's folders whose every Parquet file is read as a row of the sweep
 TABLE_FOLDERS = ("trials", "steps", RUNNING)
@@ -121,12 +121,10 @@ def _real(path: str | os.PathLike) -> Path:
 
 
 def _is_store(folder: Path) -> bool:
-    """A results store's root: it holds the marker, or (made by a version before the marker)
-    both trials/ and steps/, as Store.check_is_store takes it."""
+    """A results store's root (Store.is_store: the marker, or trials/ and steps/)."""
     try:
-        return (folder / MARKER).is_file() or \
-            ((folder / "trials").is_dir() and (folder / "steps").is_dir())
-    except OSError:  # a folder that cannot be looked into is no store this can write to
+        return Store(str(folder)).is_store()
+    except (OSError, UserError):  # a folder that cannot be looked into is no store to write to
         return False
 
 

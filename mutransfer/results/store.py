@@ -173,12 +173,20 @@ class Store:
             return
         if not names:
             return
-        if all(names.get(d) == pafs.FileType.Directory for d in ("trials", "steps")):
+        if self.is_store():
             return  # made by a version before the marker
         shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
         raise UserError(f"storage {self.location}: a folder that is not empty ({shown}) and "
                         f"not a mutransfer results store (no {MARKER}); give an empty or new "
                         f"folder, or an existing results folder")
+
+    def is_store(self) -> bool:
+        """Whether the root is a results store's: it holds the marker file, or trials/ and
+        steps/ folders (a store made by a version before the marker)."""
+        marker, trials, steps = self.fs.get_file_info(
+            [join(self.root, MARKER), self.trials_dir, self.steps_dir])
+        return marker.type == pafs.FileType.File or (
+            trials.type == steps.type == pafs.FileType.Directory)
 
     def _store_above(self) -> str | None:
         """The nearest folder above the root that is a results store (holds the marker)."""
