@@ -18,6 +18,7 @@ import json
 import pandas as pd
 
 from mutransfer.analysis.groups import flat_paths
+from mutransfer.results.run_settings import is_run_setting
 from mutransfer.results.schema import stored_config
 from mutransfer.results.store import TRIAL_COLUMNS
 
@@ -52,8 +53,8 @@ def config_axes(trials: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     for _, rows in texts[twice].groupby(list(texts.columns), sort=False):
         cell = [flats.loc[i] for i in rows.index if flats.loc[i]]
         paths = set().union(*cell) if cell else set()
-        differ |= {p for p in paths
-                   if len({_text(f.get(p)) for f in cell}) > 1 and p not in trials}
+        differ |= {p for p in paths if len({_text(f.get(p)) for f in cell}) > 1
+                   and p not in trials and not is_run_setting(p)}
     n_cells = int(texts[twice].drop(columns=["seed"], errors="ignore").drop_duplicates().shape[0])
     if not differ:  # nothing tells them apart: said, and averaged as the seed's replicates
         same = ("with the same config" if flats[twice].map(bool).any()

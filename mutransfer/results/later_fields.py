@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mutransfer.results.run_settings import without_run_settings
+
 # (section, field) -> the value that leaves the trial as the release before the field ran it
 LATER_FIELDS: dict[tuple[str, str], Any] = {
     # depth as numbers (issue 30.4): None = the `param.depth` preset's α; {} = its exponents
@@ -44,9 +46,10 @@ def same_trial_text(saved: Any, current: str) -> bool:
     `current` (JSON text): equal, or equal once the later fields at their earlier values are
     left out of both, as the trial id leaves them out. A checkpoint written by a release
     before such a field existed lacks it, yet is the same trial: comparing the texts alone
-    restarted every interrupted trial from step 0 after an upgrade."""
+    restarted every interrupted trial from step 0 after an upgrade. The run settings
+    (run_settings.py: the token cache's folder) are compared as the id compares them."""
     if saved == current:
-        return True
+        return True  # the common case, without parsing
     if not isinstance(saved, str):
         return False
     try:
@@ -54,4 +57,5 @@ def same_trial_text(saved: Any, current: str) -> bool:
     except ValueError:
         return False
     return isinstance(a, dict) and isinstance(b, dict) and \
-        without_later_fields(a) == without_later_fields(b)
+        without_run_settings(without_later_fields(a)) == \
+        without_run_settings(without_later_fields(b))

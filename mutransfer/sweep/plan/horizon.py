@@ -39,15 +39,17 @@ import pyarrow.fs as pafs
 from mutransfer.config import TrainConfig
 from mutransfer.results.checkpoints import TrialCheckpoint
 from mutransfer.results.fs import join
+from mutransfer.results.run_settings import without_run_settings
 from mutransfer.results.store import Store, StoreState
 from mutransfer.sweep.plan.cells import Cell, Plan
 from mutransfer.sweep.plan.identity import hash_config
 
 
 def family_id(config: dict[str, Any]) -> str:
-    """The id of a cell's horizon family: its config without the run's length."""
-    train = {k: v for k, v in config.get("train", {}).items()
-             if k not in ("steps", "tokens", "branch")}
+    """The id of a cell's horizon family: its config without the run's length, with the
+    run settings at their id's values (a moved token cache is the same family)."""
+    config = without_run_settings(config)
+    train = {k: v for k, v in config.get("train", {}).items() if k not in ("steps", "tokens")}
     return hash_config({**config, "train": train})
 
 

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from mutransfer.results.later_fields import without_later_fields
+from mutransfer.results.run_settings import without_run_settings
 
 ID_LENGTH = 16  # hex digits: 64 bits, collisions out of reach for any sweep
 
@@ -45,18 +46,15 @@ def hash_config(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:ID_LENGTH]
 
 
-# How a trial is run, not what it computes: left out of ids. `train.branch` (horizon
-# branching) gives every cell the result a separate run gives, bit for bit on CPU.
-NOT_IDENTITY = ("branch",)
-
-
 def _identity(config: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    config = without_later_fields(config)
+    """What a trial's id hashes: its config without the later fields at their earlier
+    values, with the run settings (results/run_settings.py) at their id's values, and
+    without the `drop` fields of `train`."""
+    config = without_run_settings(without_later_fields(config))
     train = config.get("train")
-    if not isinstance(train, dict):
+    if not drop or not isinstance(train, dict):
         return config
-    return {**config, "train": {k: v for k, v in train.items()
-                                if k not in NOT_IDENTITY and k not in drop}}
+    return {**config, "train": {k: v for k, v in train.items() if k not in drop}}
 
 
 def trial_id(config: Any) -> str:
