@@ -46,12 +46,18 @@ def all_on_cuda(model: torch.nn.Module) -> bool:
 
 
 def decouple_weight_decay(groups: list[dict]) -> None:
-    """weight_decay_mode independent: torch's AdamW decays by lr_t · wd per step, so a group's
-    wd becomes λ_group / lr_group, which makes its decay λ_group · (schedule multiplier) per
-    step, whatever the base LR or the group's LR scale. `decay_per_step` keeps λ_group."""
+    """weight_decay_mode independent: the decay per step is λ_group · (schedule multiplier),
+    whatever the LR. λ_group is what coupled mode decays per step over the base LR: the
+    group's weight_decay times its LR's width factor (`width_scale`), so the role's rule
+    relates decay to width as in coupled mode ("independent" roles: train.weight_decay at
+    every width, as LR·wd is under MuAdamW), while the base LR, lr_mult and a depth factor
+    leave it. (The group's weight_decay alone was divided by that width factor to make up
+    for an LR that no longer multiplies it here: the decay per step grew as m on the
+    hidden matrices under mup.) torch's AdamW decays by lr_t · wd, so wd becomes
+    λ_group / lr_group. `decay_per_step` keeps λ_group."""
     for g in groups:
-        g["decay_per_step"] = g["weight_decay"]
-        g["weight_decay"] = g["weight_decay"] / g["lr"] if g["lr"] > 0 else 0.0
+        g["decay_per_step"] = g["weight_decay"] * g.get("width_scale", 1.0)
+        g["weight_decay"] = g["decay_per_step"] / g["lr"] if g["lr"] > 0 else 0.0
 
 
 def decay_timescales(opt: torch.optim.Optimizer) -> dict[str, float | None]:

@@ -93,11 +93,14 @@ def _opt(mode: str, lr: float):
 
 
 def test_independent_weight_decay_does_not_move_with_the_lr():
+    """Independent: the decay per step is coupled mode's over the base LR, at every LR."""
+    per_step = {}
     for lr in (1e-3, 1e-2):
         coupled, independent = _opt("coupled", lr), _opt("independent", lr)
         for c, i in zip(coupled.param_groups, independent.param_groups):
-            assert i["lr"] * i["weight_decay"] == pytest.approx(c["weight_decay"])
-            assert c["lr"] * c["weight_decay"] == pytest.approx(c["lr"] * c["weight_decay"])
+            assert i["lr"] * i["weight_decay"] == pytest.approx(c["lr"] * c["weight_decay"] / lr)
+        per_step[lr] = [g["lr"] * g["weight_decay"] for g in independent.param_groups]
+    assert per_step[1e-3] == pytest.approx(per_step[1e-2])
     small, big = _opt("coupled", 1e-3), _opt("coupled", 1e-2)
     hidden = [g for g in small.param_groups if g["role"] == "hidden"][0]
     hidden_big = [g for g in big.param_groups if g["role"] == "hidden"][0]

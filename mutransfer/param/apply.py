@@ -155,14 +155,25 @@ def block_init_scale(depth, kind: str | None, depth_init_exp: float,
 
 
 def set_output_multiplier(module: nn.Module, mult: float) -> None:
-    """Multiply `module`'s output by `mult` (a forward hook; replaces an earlier one)."""
+    """Multiply `module`'s output by `mult` (a forward hook; replaces an earlier one).
+
+    An nn.Linear's bias is left out: its output becomes mult·W·x + b, as the mup library's
+    MuReadout (W applied to x·mult, the bias added as is). Multiplied with the rest, a
+    readout bias under muP would start and move (Adam: η per step, its `vector` rule) 1/m
+    times as much as at the base width, vanishing with width."""
     old = getattr(module, "_mutransfer_mult_hook", None)
     if old is not None:
         old.remove()
         module._mutransfer_mult_hook = None
-    if mult != 1.0:
+    if mult == 1.0:
+        return
+    bias = module.bias if isinstance(module, nn.Linear) else None
+    if bias is None:
         module._mutransfer_mult_hook = module.register_forward_hook(
             lambda _mod, _inp, out: out * mult)
+    else:
+        module._mutransfer_mult_hook = module.register_forward_hook(
+            lambda _mod, _inp, out: out * mult + bias * (1.0 - mult))
 
 
 @contextmanager
@@ -180,8 +191,10 @@ def unchanged_outside(model: nn.Module, allowed: set[str]) -> Iterator[None]:
 def param_groups(model: nn.Module, cfg) -> list[dict]:
     """Optimizer param groups: one per (role, LR scale, weight decay), LRs already scaled.
 
-    Each group also holds `lr_scale` (its LR over the base LR) and `role`, so that LR
-    schedules can multiply the base schedule and reports can name the group. With an active
+    Each group also holds `lr_scale` (its LR over the base LR), `width_scale` (the width and
+    state factor of that LR alone: no lr_mult, no depth factor) and `role`, so that LR
+    schedules can multiply the base schedule, train.weight_decay_mode independent can take
+    the LR out of the decay (mutransfer/optim.py) and reports can name the group. With an active
     depth parameterization a role's in-block parameters (param/depth.py) form their own groups,
     one per depth factor on the LR (`depth_scale`; `in_block`: True, which the optimizer's
     per-group Adam ε reads); the weight decay follows the width rule.
@@ -207,7 +220,8 @@ def param_groups(model: nn.Module, cfg) -> list[dict]:
         depth_keys = {"depth_scale": depth_scale, "in_block": in_block} if kinds else {}
         group = groups.setdefault((role, in_block, depth_scale), {
             "params": [], "lr": base_lr * scale, "lr_scale": scale, "weight_decay": wd,
-            "role": role, "names": [], **depth_keys})
+            "width_scale": rule.shape_scale(family, m, n), "role": role, "names": [],
+            **depth_keys})
         group["params"].append(params[name])
         group["names"].append(name)
     return list(groups.values())
