@@ -4,14 +4,20 @@ the timescale rule Δ* = κ / √(L · λ_max(R)) (Liu & Li, ICLR 2025).
 λ_max is found by power iteration on a matrix-vector product, never forming R:
 - sample:   R̂ v = Xᵀ(X v)/n, X (n, L) the sequences as rows. Exact for the sample, but with
             n < L sequences its λ_max is biased upwards (about (1 + √(L/n))² for white noise).
-- toeplitz: the stationary estimate R̂ = m² 11ᵀ + Toeplitz(ĉ), m the mean of all entries and
-            ĉ(k) = Σ_i Σ_t (x_{i,t} - m)(x_{i,t+k} - m) / (n L) the autocovariance (the biased
-            estimator: positive semi-definite, a Gram matrix of zero-padded shifts), applied
-            by an FFT of length 2L. Consistent from a few long sequences. The mean is kept
-            apart because the biased ĉ would shrink it into a triangle (λ_max ≈ 0.68 L instead
-            of L for a constant sequence). For correlations not much shorter than L, ĉ(k)
-            is shrunk by (L-k)/L and λ_max comes out low (AR(1) ρ = 0.9: 59 instead of 72 at
-            L = 32, 95 instead of 99 at L = 256).
+- toeplitz: the stationary estimate R̂ = mean_p(m_p²) 11ᵀ + Toeplitz(ĉ), m_p the mean of
+            process p's entries and ĉ(k) = Σ_p Σ_i Σ_t (x_{p,i,t} - m_p)(x_{p,i,t+k} - m_p)
+            / (P n L) the autocovariance (the biased estimator: positive semi-definite, a Gram
+            matrix of zero-padded shifts), applied by an FFT of length 2L. Consistent from a
+            few long sequences. The means are kept apart because the biased ĉ would shrink
+            them into a triangle (λ_max ≈ 0.68 L instead of L for a constant sequence). For
+            correlations not much shorter than L, ĉ(k) is shrunk by (L-k)/L and λ_max comes
+            out low (AR(1) ρ = 0.9: 59 instead of 72 at L = 32, 95 instead of 99 at L = 256).
+
+Processes: x (n, L) is n sequences of one process (P = 1); x (..., n, L) is n sequences of
+each of the P processes its leading dims index, each with its own mean, pooled (R is then the
+mixture's, the average of theirs). A layer's SSM input is one process per channel (models/
+data_init.py): the channels' means differ, and one mean over all of them put their spread into
+ĉ, shrunk into a triangle as above (λ_max about 0.72 of the pooled rows' on the models' inputs).
 """
 
 from __future__ import annotations
@@ -56,11 +62,14 @@ def row_blocks(x: torch.Tensor) -> Iterator[torch.Tensor]:
 
 def autocorrelation(x: torch.Tensor, mean: float | torch.Tensor = 0.0) -> torch.Tensor:
     """r̂(k), k = 0..L-1: Σ_i Σ_t y_{i,t} y_{i,t+k} / (n L), y = x - mean, by FFT (the biased
-    estimator), a block of rows at a time."""
+    estimator), a block of rows at a time. `mean`: one number, or one per row of x."""
     n, length = math.prod(x.shape[:-1]), x.shape[-1]
-    power = None
+    means = torch.as_tensor(mean, dtype=torch.float64).reshape(-1, 1)
+    power, start = None, 0
     for block in row_blocks(x):
-        spec = torch.fft.rfft(block - mean, n=2 * length)
+        rows = means if means.shape[0] == 1 else means[start:start + block.shape[0]]
+        start += block.shape[0]
+        spec = torch.fft.rfft(block - rows, n=2 * length)
         part = (spec * spec.conj()).sum(0)
         power = part if power is None else power + part
     if power is None:  # no rows: no estimate
@@ -78,23 +87,26 @@ def toeplitz_operator(r: torch.Tensor) -> MatVec:
         :length]
 
 
-def entry_mean(x: torch.Tensor) -> torch.Tensor:
-    """The mean of all entries of x in float64, summed a block of rows at a time."""
-    blocks = row_blocks(x)
-    first = next(blocks, None)
-    if first is None:
-        return torch.tensor(math.nan, dtype=torch.float64)
-    rest = [b.sum() for b in blocks]
-    if not rest:
-        return first.mean()
-    return (first.sum() + torch.stack(rest).sum()) / x.numel()
+def process_means(x: torch.Tensor) -> torch.Tensor:
+    """The mean of each process's entries (module docstring: (n, L) one process, (..., n, L)
+    one per index of the leading dims) in float64, (P,), summed a block of rows at a time;
+    NaN where a process has no entries."""
+    processes = math.prod(x.shape[:-2]) if x.dim() > 2 else 1
+    sums = [b.sum(dim=1) for b in row_blocks(x)]
+    if not sums or x.numel() == 0:
+        return torch.full((processes,), math.nan, dtype=torch.float64)
+    per_row = torch.cat(sums).reshape(processes, -1)
+    return per_row.sum(dim=1) / (per_row.shape[1] * x.shape[-1])
 
 
 def stationary_operator(x: torch.Tensor) -> MatVec:
-    """v -> m² 1(1ᵀv) + Toeplitz(ĉ) v: the `toeplitz` estimate of R (module docstring)."""
-    mean = entry_mean(x)
-    cov = toeplitz_operator(autocorrelation(x, mean))
-    return lambda v: mean * mean * v.sum() + cov(v)
+    """v -> mean_p(m_p²) 1(1ᵀv) + Toeplitz(ĉ) v: the `toeplitz` estimate of R (module
+    docstring), each process's sequences centred on their own mean m_p."""
+    means = process_means(x)
+    rows_each = x.shape[-2] if x.dim() > 1 else 1
+    cov = toeplitz_operator(autocorrelation(x, means.repeat_interleave(rows_each)))
+    square = (means * means).mean()
+    return lambda v: square * v.sum() + cov(v)
 
 
 def power_iteration(matvec: MatVec, dim: int, *, iters: int = 1000, tol: float = 1e-7,
@@ -118,7 +130,8 @@ def power_iteration(matvec: MatVec, dim: int, *, iters: int = 1000, tol: float =
 
 
 def lambda_max(x: torch.Tensor, estimator: str = "toeplitz", *, iters: int = 1000) -> float:
-    """λ_max of the autocorrelation matrix of the sequences x (..., L)."""
+    """λ_max of the autocorrelation matrix of the sequences x: (n, L), or (..., n, L) for
+    several processes (module docstring); the `sample` estimate pools all rows either way."""
     length = x.shape[-1]
     if estimator == "sample":
         op = sample_operator(x)

@@ -11,10 +11,11 @@ initialised, produce):
   p = 0) whenever dt_init is autocorr too, so that the Δ spread is the same at every p.
 - dt_init autocorr: the layer's SSM input on `sample` is captured by a hook (S4D: the mixer's
   input; Mamba: the scan input, i.e. what enters x_proj_dt), from the output of the block
-  below as that block ends up (one forward per block), its channels pooled as sequences,
-  λ_max estimated (mutransfer/init/autocorr.py), and Δ* = κ/√(L·λ_max) spread log-uniformly
-  over the channels (S4D: Δ itself; Mamba: the Δ bias, softplus(bias) = Δ, floored at
-  dt_init_floor as the reference).
+  below as that block ends up (one forward per block), its channels pooled as sequences
+  (each channel centred on its own mean by the `toeplitz` estimate), λ_max estimated
+  (mutransfer/init/autocorr.py), and Δ* = κ/√(L·λ_max) spread log-uniformly over the
+  channels (S4D: Δ itself; Mamba: the Δ bias, softplus(bias) = Δ, floored at dt_init_floor
+  as the reference).
 - imag_init memory (S4D only): frequencies chosen once from the memory function
   (mutransfer/init/memory.py), then Im(A) = θ/Δ per channel with the layer's final Δ.
 
@@ -176,13 +177,15 @@ def _input_of(target: nn.Module, run: nn.Module, arg: torch.Tensor) -> torch.Ten
 
 
 def _as_sequences(x: torch.Tensor) -> torch.Tensor:
-    """(batch, L, channels) -> the channels pooled as sequences, (batch · channels, L)."""
-    x = x.float()
-    return x.transpose(1, 2).reshape(-1, x.shape[1])
+    """(batch, L, channels) -> (channels, batch, L): each channel a process of its own, with
+    its own mean, whose sequences are the batch's (autocorr's `toeplitz` estimate centres each
+    channel on its mean; one mean for all shrank their spread and λ_max with it, to about 0.72
+    of the pooled sequences' on the models' inputs, so Δ* came out ~1.2x too large)."""
+    return x.float().permute(2, 0, 1).contiguous()
 
 
 def _ssm_input(block: nn.Module, h: torch.Tensor) -> torch.Tensor:
-    """The SSM input of `block` on its input h, as sequences (batch · channels, L)."""
+    """The SSM input of `block` on its input h, as sequences (channels, batch, L)."""
     return _as_sequences(_input_of(block.mixer.ssm_input_module(), block, h))
 
 
@@ -200,7 +203,7 @@ def _block_inputs(model: nn.Module, inputs: torch.Tensor) -> Iterator[torch.Tens
 
 
 def capture_ssm_input(model: nn.Module, layer: int, inputs: torch.Tensor) -> torch.Tensor:
-    """The SSM input of layer `layer` on `inputs`, as sequences (batch · channels, L)."""
+    """The SSM input of layer `layer` on `inputs`, as sequences (channels, batch, L)."""
     target = model.layers[layer].mixer.ssm_input_module()
     device = next(model.parameters()).device
     return _as_sequences(_input_of(target, model, inputs.to(device)))
