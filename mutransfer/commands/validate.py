@@ -1,10 +1,12 @@
 """`mutransfer validate FILE` (check a sweep file, its size and its data, count its cells; or
 a check file, as `mutransfer check` loads it) and `mutransfer schema`. A file that `sweep` (or
-`check`) would refuse fails here too, with the same line."""
+`check`) would refuse fails here too, with the same line; with several files, each bad one
+gets its line and the others are still checked (exit 2 when any was refused)."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 from mutransfer.errors import DataMissing, UserError
 
@@ -34,6 +36,18 @@ def run(args) -> int:
 
         print(json.dumps(json_schema(), indent=2))
         return 0
+    failed = 0
+    for path in args.file:
+        try:
+            _validate_one(path, args)
+        except UserError as exc:  # said, and the other files still checked
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+    return 2 if failed else 0
+
+
+def _validate_one(path: str, args) -> None:
+    """One sweep or check file: a line saying it is ok and what it runs, or a UserError."""
     from mutransfer.commands.check_spec import is_check_file
     from mutransfer.commands.options import factory_note
     from mutransfer.sweep.plan.packing import plan_cost
@@ -41,22 +55,20 @@ def run(args) -> int:
     from mutransfer.sweep.search.base import Work
     from mutransfer.sweep.search.registry import plan_work, strategy_for
 
-    for path in args.file:
-        if is_check_file(path):
-            _validate_check(path, args)
-            continue
-        plan = _checked_plan(prepare, path, args)
-        state = _check_local_store(plan.spec.storage_location)
-        work = plan_work(plan, state) if state is not None else Work()
-        what = strategy_for(plan.spec.search.kind).summary(plan, work)
-        print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
-              + _stored_text(plan, state, work)
-              + ("" if args.data else " (data not checked)")
-              + factory_note(plan, args.import_model, args.data))
-        for note in plan.replaced_by_axes():
-            print(f"  {note}")
-        print(plan_cost(plan, args.gpu, args.mfu))
-    return 0
+    if is_check_file(path):
+        _validate_check(path, args)
+        return
+    plan = _checked_plan(prepare, path, args)
+    state = _check_local_store(plan.spec.storage_location)
+    work = plan_work(plan, state) if state is not None else Work()
+    what = strategy_for(plan.spec.search.kind).summary(plan, work)
+    print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
+          + _stored_text(plan, state, work)
+          + ("" if args.data else " (data not checked)")
+          + factory_note(plan, args.import_model, args.data))
+    for note in plan.replaced_by_axes():
+        print(f"  {note}")
+    print(plan_cost(plan, args.gpu, args.mfu))
 
 
 def _validate_check(path: str, args) -> None:
