@@ -19,7 +19,6 @@ window go with it), so that a run of another length can go on from there.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -142,23 +141,23 @@ class _Stepper:
                                     self.classes)
             return self.loss(out, targets)
 
-    def train_step(self, inputs, targets) -> tuple[float, torch.Tensor]:
-        """(loss, grad norm); the update is skipped when the loss is not finite.
-
-        The loss is a float because divergence is checked at every step; the norm stays a 0-d
-        device tensor (no sync per step) since only the last one of an eval window is reported.
-        """
+    def train_loss(self, inputs, targets) -> torch.Tensor:
+        """The loss of one training batch, its graph kept for `update`."""
         self.model.train()
-        loss = self._forward(inputs, targets)
-        value = loss.item()
-        if not math.isfinite(value):
-            return value, torch.tensor(float("nan"))
+        return self._forward(inputs, targets)
+
+    def update(self, loss: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on `loss` (finite); returns the total grad norm before clipping.
+
+        The norm stays a 0-d device tensor (no sync per step) since only the last one of an
+        eval window is reported.
+        """
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         clip = self.cfg.train.grad_clip or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         self.opt.step()
-        return value, norm
+        return norm
 
     @torch.no_grad()
     def evaluate(self, batches: list) -> float:
@@ -321,17 +320,25 @@ def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkp
     branch_steps = getattr(checkpoint, "branch_steps", None) or set()
     # batch i of the stream is drawn from (seed, i): starting at loop.step costs nothing
     batches = trial.source.batches("train", t.batch_size, t.seq_len, seed=t.seed, start=loop.step)
-    window_start = time.perf_counter()
+    # the throughput's window: its clock and the step before its first (loop.pending may
+    # also hold train losses of steps before a branch point, trained by another call)
+    window_start, window_from = time.perf_counter(), loop.step
     for step in range(loop.step + 1, total + 1):
         lr = set_lr(trial.opt, t.lr, schedule_factor(t, step - 1))
-        loss, norm = trial.stepper.train_step(*next(batches))
+        loss_t = trial.stepper.train_loss(*next(batches))
+        loss = loss_t.item()  # a float: divergence is checked at every step
+        # judged before the update: a step whose train loss stops the trial is not taken, so
+        # the trial has done diverge_step - 1 updates (docs/results-format.md, "Divergence")
         if loop.monitor.train_loss(step, loss):
+            loop.train_s += time.perf_counter() - window_start  # the throughput's clock too
             return
+        norm = trial.stepper.update(loss_t)
         loop.pending.append(loss)
         if step % t.eval_every == 0 or step == total:
-            if _eval_point(trial, loop, report, checkpoint, start, step, lr, norm, window_start):
+            if _eval_point(trial, loop, report, checkpoint, start, step, lr, norm,
+                           (window_start, window_from)):
                 return
-            window_start = time.perf_counter()
+            window_start, window_from = time.perf_counter(), step
         if step in branch_steps:
             wall_s = loop.earlier_wall_s + time.perf_counter() - start
             checkpoint.save_branch(step, _snapshot(trial, loop, wall_s, step=step))
@@ -339,8 +346,10 @@ def _train(trial: _Trial, loop: _Loop, report: Report | None, checkpoint: Checkp
 
 def _eval_point(trial: _Trial, loop: _Loop, report: Report | None,
                 checkpoint: Checkpointer | None, start: float, step: int, lr: float,
-                norm: torch.Tensor, window_start: float) -> bool:
-    """Evaluate at `step`, record and report the point, checkpoint; True when diverged."""
+                norm: torch.Tensor, window: tuple[float, int]) -> bool:
+    """Evaluate at `step`, record and report the point, checkpoint; True when diverged.
+    `window`: when this call's training since the last point began, and the step before it."""
+    window_start, window_from = window
     t = trial.config.train
     per_step = t.batch_size * t.seq_len
     grad_norm = norm.item()  # before the clock: it waits for the step's backward
@@ -351,7 +360,7 @@ def _eval_point(trial: _Trial, loop: _Loop, report: Report | None,
     point = {"step": step, "tokens": step * per_step,
              "train_loss": sum(losses) / len(losses), "eval_loss": ev, "lr": lr,
              "grad_norm": grad_norm,
-             "tokens_per_s": len(losses) * per_step / max(now - window_start, 1e-9)}
+             "tokens_per_s": (step - window_from) * per_step / max(now - window_start, 1e-9)}
     loop.history.append(point)
     if report:
         report(point)
@@ -366,12 +375,24 @@ def _eval_point(trial: _Trial, loop: _Loop, report: Report | None,
     return False
 
 
+def _updates_done(loop: _Loop, total: int) -> int:
+    """The optimizer steps the trial took: all of them unless the monitor stopped it; a stop
+    on a train loss comes before that step's update (diverge_step - 1 done), a stop on a
+    non-finite eval loss after it (its eval point's row, which counts diverge_step steps and
+    their tokens, is the history's last)."""
+    monitor = loop.monitor
+    if not monitor.stopped:
+        return total
+    at = monitor.diverged_at
+    return at if loop.history[-1]["step"] == at else at - 1
+
+
 def _result(config: TrialConfig, loop: _Loop, wall: float, resumed_from: int | None
             ) -> TrialResult:
     t, monitor = config.train, loop.monitor
     per_step = t.batch_size * t.seq_len
     diverged = monitor.diverged
-    steps_done = monitor.diverged_at - 1 if monitor.stopped else t.total_steps
+    steps_done = _updates_done(loop, t.total_steps)
     evals = [h["eval_loss"] for h in loop.history]
     tokens = steps_done * per_step
     return TrialResult(
