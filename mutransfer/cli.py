@@ -35,6 +35,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("submit", "submit", "submit a sweep as a Ray job to a cluster"),
     ("status", "jobs", "status of a submitted sweep job"),
     ("logs", "jobs", "logs of a submitted sweep job"),
+    ("stop", "jobs", "stop a submitted sweep job (what finished stays stored)"),
+    ("jobs", "jobs", "the sweep jobs submitted to a cluster"),
     ("train", "train", "run one trial from a config file"),
     ("coord-check", "coord_check", "coordinate check: activation sizes against width or depth"),
     ("check", "check", "does the LR transfer for this model? coordinates + drift, one verdict"),

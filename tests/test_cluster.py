@@ -91,6 +91,42 @@ def test_a_submitted_sweep_runs_on_both_nodes_and_stores_every_cell(
     assert len({h.split("/")[0] for h in hosts}) == 1  # ... of one machine
 
 
+def test_a_submitted_sweep_is_listed_then_stopped_and_submitted_again_resumes(
+        tmp_path, cluster_env, gate, capsys, monkeypatch):
+    """`mutransfer jobs` lists the sweeps submitted (not the storage checks), `mutransfer stop`
+    stops one mid-trial (its driver lets the store go), and the file submitted again runs to
+    the end into the same store."""
+    project, storage, dashboard = tmp_path / "project", tmp_path / "results", \
+        cluster_env.dashboard
+    project.mkdir()
+    path = write_sweep(project, "stopped", AXES, storage, steps=20, resources=ONE_CPU)
+    monkeypatch.chdir(project)
+    gate.hold()
+    try:
+        assert main(["submit", path.name, "--dashboard", dashboard, "--job-id", "mt-stop-1",
+                     "--no-analysis"]) == 0
+        wait_for_two_held_trials(storage, gate)
+        capsys.readouterr()
+        assert main(["jobs", "--dashboard", dashboard]) == 0
+        listing = capsys.readouterr().out.splitlines()
+        assert listing[0].split()[:3] == ["job", "id", "status"]
+        row = next(line.split() for line in listing if line.split()[0] == "mt-stop-1")
+        assert row[1:3] == ["RUNNING", "stopped"], listing
+        assert main(["stop", "mt-stop-1", "--dashboard", dashboard, "--wait"]) == 0
+        assert "mt-stop-1: STOPPED" in capsys.readouterr().out
+    finally:
+        gate.open()
+    assert main(["stop", "mt-stop-1", "--dashboard", dashboard]) == 0
+    assert "(it had ended)" in capsys.readouterr().out
+    assert main(["submit", path.name, "--dashboard", dashboard, "--job-id", "mt-stop-2",
+                 "--no-analysis"]) == 0
+    assert main(["status", "mt-stop-2", "--dashboard", dashboard, "--wait"]) == 0, \
+        main(["logs", "mt-stop-2", "--dashboard", dashboard])
+    assert len(assert_every_cell_once(path, 20, parts=False).trials) == 6
+    assert main(["stop", "no-such-job", "--dashboard", dashboard]) == 2
+    assert "no job no-such-job" in capsys.readouterr().err
+
+
 def test_the_missions_submit_line_works_with_the_sweep_files_own_relative_storage(
         tmp_path, cluster_env, capsys, monkeypatch):
     """`mutransfer submit FILE --address http://HEAD:8265`, the file storing to a relative

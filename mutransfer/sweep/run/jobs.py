@@ -1,4 +1,5 @@
-"""Sweeps as Ray jobs: submit, status, logs, through Ray's Jobs API (JobSubmissionClient).
+"""Sweeps as Ray jobs: submit, status, logs, stop and the list of them, through Ray's Jobs API
+(JobSubmissionClient).
 
 The job runs `python -m mutransfer.cli sweep FILE --address auto --storage STORAGE` on the
 cluster's head, with the project folder uploaded as its working directory; results go to the
@@ -380,6 +381,29 @@ def _status(jobs: Any, job_id: str, address: str) -> dict[str, Any]:
     return {"job_id": job_id, "status": str(getattr(info.status, "value", info.status)),
             "message": info.message or "", "entrypoint": info.entrypoint,
             "start_time": info.start_time, "end_time": info.end_time}
+
+
+def stop(job_id: str, address: str) -> bool:
+    """Ask the job to stop: Ray sends its driver SIGTERM, which stops the sweep as Ctrl-C does
+    (the trials running are stopped, every finished one stays stored, the store's lease is let
+    go: submitting the file again resumes it). False when the job had ended already."""
+    return bool(_call(client(address).stop_job, job_id, address))
+
+
+def sweep_jobs(address: str) -> list[dict[str, Any]]:
+    """The sweeps submitted to the cluster (jobs whose metadata names a sweep, as `submit`
+    sets it; the storage checks and other people's jobs are not sweeps), oldest first."""
+    jobs = client(address)
+    try:
+        details = jobs.list_jobs()
+    except (RuntimeError, ConnectionError, OSError) as exc:
+        raise UserError(f"dashboard {address}: listing its jobs failed ({first_line(exc)})"
+                        ) from None
+    rows = [{"job_id": d.submission_id or d.job_id, "sweep": (d.metadata or {})["sweep"],
+             "status": str(getattr(d.status, "value", d.status)),
+             "start_time": d.start_time, "end_time": d.end_time}
+            for d in details if "sweep" in (d.metadata or {})]
+    return sorted(rows, key=lambda r: r["start_time"] or 0)
 
 
 def logs(job_id: str, address: str) -> str:
