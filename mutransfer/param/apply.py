@@ -116,7 +116,10 @@ def apply_parameterization(model: nn.Module, cfg, roles: dict[str, str] | None =
             if isinstance(module, RescalableWeight) and local == "weight":
                 module.rescale_init(rule.init_scale(init_width(role, module.width_mult(m), m), n)
                                     * block_init_scale(depth, kind, module.depth_init_exp))
-                module.mult = rule.forward_mult(m)
+                # the readout's multiplier goes on readout_mult alone where the model has
+                # one: a model calling its readout module and multiplying by readout_mult
+                # too had its logits multiplied twice (1/m²)
+                module.mult = 1.0 if role == "readout" and readout_attr else rule.forward_mult(m)
                 continue
             r = init_width(role, fan_in_ratio.get(name, m), m)
             ref = r**-0.5 if role in MATRIX_ROLES else 1.0
