@@ -152,7 +152,8 @@ class Search(StrictModel):
     trials_per_width: int = Field(12, ge=1, description="optuna: trials per group")
     max_concurrent: int = Field(2, ge=1, description="optuna: trials of one study at once")
     seed: int = Field(0, description="optuna: seed of the samplers (each study adds its "
-                                     "group's position)")
+                                     "group id's first 32 bits, and a resumed one a hash of "
+                                     "its stored LRs; modulo 2^32)")
     full_widths: int = Field(0, ge=0, description=(
         "transfer: how many of each family's smallest widths run the whole LR grid (0: the "
         "smallest width walks from the grid's middle towards the lower loss instead)"))

@@ -94,7 +94,8 @@ class SearchStrategy(ABC):
 
     @abstractmethod
     def offline(self, plan: Plan, work: Work, oracle: Oracle) -> list[dict[str, Any]]:
-        """Play `work` to its end without Ray, two trials at a time, `oracle` giving each
+        """Play `work` to its end without Ray, as the strategy runs trials side by side (the
+        grid and the transfer search two at a time, an Optuna study one), `oracle` giving each
         trial's row: the rows of every trial it ran, in the order they finished (what the
         contract tests and benchmarks/search_cost.py replay)."""
 

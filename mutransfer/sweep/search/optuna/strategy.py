@@ -104,6 +104,9 @@ def _in_range(row: dict[str, Any], g: Group) -> bool:
 def _warm_points(rows: list[dict[str, Any]], g: Group) -> list[tuple[float, float]]:
     """Stored trials of a group within its LR range: the study starts from what is known.
     An LR at an end of the range (up to float rounding) counts, moved onto the end the
-    study's space holds (Optuna refuses a point outside its distribution)."""
+    study's space holds (Optuna refuses a point outside its distribution). Sorted: TPE draws
+    from its good trials in the order it was told them, and the store's row order is no part
+    of what it holds (before, the same trials in another order gave other LRs)."""
     lo, hi = 2.0 ** g.log2_lo, 2.0 ** g.log2_hi
-    return [(min(max(float(r["lr"]), lo), hi), objective(r)) for r in rows if _in_range(r, g)]
+    return sorted((min(max(float(r["lr"]), lo), hi), objective(r))
+                  for r in rows if _in_range(r, g))
