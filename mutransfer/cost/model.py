@@ -336,14 +336,23 @@ class Estimate:
         return self.peak_bytes / 1e9
 
 
-def estimate(s: Shape, regime: Regime = "cuda") -> Estimate:
+def eval_points(steps: int, every: int, start: int = 0) -> int:
+    """The evaluations a run of `steps` steps makes after step `start` (the trainer's: every
+    `every` steps and at the last), with step 0's when it starts from the beginning; a horizon
+    branch (`start`: its cooldown start) has the ones before from its trunk."""
+    after = steps // every - start // every + (1 if steps % every else 0)
+    return after + (1 if start == 0 else 0)
+
+
+def estimate(s: Shape, regime: Regime = "cuda", start: int = 0) -> Estimate:
+    """What one trial holds and costs; `start`: the step its training starts from (a horizon
+    branch trains only from its cooldown start: its tokens and FLOPs are those steps')."""
     params = param_count(s)
     weights = 4 * params + 4 * params + optimizer_state_bytes(s, params)
     if regime == "cuda":
         weights += 2 * matmul_params(s)  # autocast's bf16 copies, kept for the backward
-    train_tokens = s.steps * s.tokens_per_step
-    n_evals = s.steps // s.eval_every + (1 if s.steps % s.eval_every else 0) + 1  # + step 0
-    eval_tokens = n_evals * s.eval_batches * s.tokens_per_step
+    train_tokens = (s.steps - start) * s.tokens_per_step
+    eval_tokens = eval_points(s.steps, s.eval_every, start) * s.eval_batches * s.tokens_per_step
     fwd = forward_flops_per_token(s)
     return Estimate(
         params=params, weights_bytes=weights, activation_bytes=activation_bytes(s, regime),

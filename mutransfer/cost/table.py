@@ -4,7 +4,7 @@ the GPU share `resources: {gpus_per_trial: auto}` gives a trial."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +59,9 @@ def gpu_share(est: Estimate, gpu_memory_gb: float) -> float | None:
 @dataclass
 class Row:
     width: int
-    params: int
+    params: int  # the fewest of the width's trials (an n_layer, d_state or arch axis: several)
     peak_gb: float
+    params_max: int = 0  # the most (printed as a range where it differs from params)
     trials: int = 0
     tokens: float = 0.0
     flops: float = 0.0
@@ -69,16 +70,21 @@ class Row:
     # FLOPs and GPU-hours unknown)
 
 
-def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | None
-              ) -> list[Row]:
+def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | None,
+              starts: Sequence[int] | None = None) -> list[Row]:
+    """One row per width; `starts`: per config, the step its training starts from (a horizon
+    branch's cooldown start; None: every trial from step 0)."""
     rows: dict[int, Row] = {}
-    for config in configs:
+    for i, config in enumerate(configs):
         shape = shape_of(config)
-        est = estimate(shape, regime_of(config))
+        est = estimate(shape, regime_of(config), starts[i] if starts else 0)
         width = int(config["width"])
-        row = rows.setdefault(width, Row(width, est.params, est.peak_gb))
+        row = rows.setdefault(width, Row(width, est.params, est.peak_gb, est.params))
         if not counted(config):
             row.counted = False
+        # a width's trials may be different models (before, the row printed the first one's
+        # parameters: 81.9k for n_layer 2 and 8 alike)
+        row.params, row.params_max = min(row.params, est.params), max(row.params_max, est.params)
         row.peak_gb = max(row.peak_gb, est.peak_gb)
         row.trials += 1
         row.tokens += est.train_tokens
@@ -90,13 +96,14 @@ def cost_rows(configs: Iterable[dict[str, Any]], gpu: GPU | None, mfu: float | N
 
 
 def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
-               mfu: float | None = None, title: str = "") -> str:
+               mfu: float | None = None, title: str = "",
+               starts: Sequence[int] | None = None) -> str:
     """The per-width table with its total, as text. `gpu` None: no GPU-hours (a CPU sweep);
-    the peak memory is then the CPU regime's."""
+    the peak memory is then the CPU regime's. `starts`: as cost_rows's."""
     if mfu is not None and not gpu:  # --mfu alone: the hours on the default GPU, not none
         gpu = "h100"
     device = gpu_named(gpu) if gpu else None
-    rows = cost_rows(configs, device, mfu)
+    rows = cost_rows(configs, device, mfu, starts)
     regime = regime_of(configs[0]) if configs else "cuda"
     mem = "est. peak GPU mem" if regime == "cuda" else "est. peak RAM"
     head = ["width", "params", mem, "trials", "tokens", "FLOPs"]
@@ -104,7 +111,7 @@ def cost_table(configs: list[dict[str, Any]], gpu: str | None = "h100",
         head.append(f"{device.name.upper()} GPU-h")
     lines = [head]
     for r in rows:
-        cells = [str(r.width), _n(r.params) if r.counted else "?",
+        cells = [str(r.width), _params(r) if r.counted else "?",
                  _n(r.peak_gb * 1e9) + "B" if r.counted else "?", str(r.trials),
                  _n(r.tokens), _n(r.flops) if r.counted else "?"]
         if device is not None:
@@ -136,9 +143,15 @@ def _hours(h: float) -> str:
     return f"{h:,.1f}" if h >= 10 else f"{h:.2f}"
 
 
+def _params(r: Row) -> str:
+    lo, hi = _n(r.params), _n(r.params_max)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def _n(x: float) -> str:
+    # judged on the rounded figure: 999,968 is 1.0M (before, "1000.0k")
     for unit, size in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6),
                        ("k", 1e3)):
-        if x >= size:
+        if round(x / size, 1) >= 1:
             return f"{x / size:.1f}{unit}"
     return f"{x:.0f}"

@@ -15,6 +15,7 @@ from mutransfer.cost.machine import memory_bytes, trial_beyond_memory
 from mutransfer.cost.table import SAFETY, cost_table, estimate_config, gpu_share, regime_of
 from mutransfer.errors import UserError
 from mutransfer.sweep.plan.cells import Plan
+from mutransfer.sweep.plan.horizon import families, length_of
 from mutransfer.sweep.plan.spec import Resources
 
 
@@ -94,6 +95,17 @@ def plan_configs(plan: Plan) -> list[dict[str, Any]]:
     return [c.config for c in plan.cells]
 
 
+def plan_starts(plan: Plan) -> list[int]:
+    """Per config of plan_configs, the step its training starts from: a horizon family's
+    shorter lengths branch from its longest at their cooldown start, and train only from
+    there (before, the table counted every length from step 0: 1.5x the tokens, FLOPs and
+    GPU-hours of lengths T, 2T, 4T, beside the dry run's own line saying 0.657x)."""
+    if plan.adaptive:
+        return [0] * plan.n_trials
+    branched = {c.trial_id: length_of(c.config)[1] for f in families(plan) for c in f.cells[1:]}
+    return [branched.get(c.trial_id, 0) for c in plan.cells]
+
+
 def plan_cost(plan: Plan, gpu: str | None = None, mfu: float | None = None) -> str:
     """`validate`'s and `--dry-run`'s cost table; GPU-hours on `gpu` (default: h100 for a
     sweep on cuda, none for a CPU sweep) or at `mfu` of its peak."""
@@ -107,7 +119,7 @@ def plan_cost(plan: Plan, gpu: str | None = None, mfu: float | None = None) -> s
     title = (f"the whole grid; a {plan.spec.search.kind} search runs a part of it"
              if plan.part_of_grid else "")
     try:
-        return cost_table(configs, gpu=gpu, mfu=mfu, title=title)
+        return cost_table(configs, gpu=gpu, mfu=mfu, title=title, starts=plan_starts(plan))
     except UserError as exc:  # e.g. a tokenizer file not there yet: its vocabulary unknown
         if exc.args and "--gpu" in str(exc):
             raise
