@@ -28,3 +28,11 @@ def test_every_file_good_exits_0(tmp_path, capsys):
     files = [write_sweep(tmp_path, name, {"lr": [1e-3]}) for name in ("a", "b")]
     assert main(["validate", *map(str, files), "--no-data"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_gpu_it_cannot_price_is_refused_before_the_file_is_said_ok(tmp_path, capsys):
+    """Before: 'FILE: ok, 1 cells' on stdout, then the --gpu refusal and exit 2."""
+    good = write_sweep(tmp_path, "good", {"lr": [1e-3]})
+    assert main(["validate", str(good), "--no-data", "--gpu", "a100"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--gpu a100" in err and err.count("\n") == 1

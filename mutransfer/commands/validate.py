@@ -62,13 +62,14 @@ def _validate_one(path: str, args) -> None:
     state = _check_local_store(plan.spec.storage_location)
     work = plan_work(plan, state) if state is not None else Work()
     what = strategy_for(plan.spec.search.kind).summary(plan, work)
+    cost = plan_cost(plan, args.gpu, args.mfu)  # first: a --gpu it cannot price is refused
     print(f"{path}: ok, {what} -> {plan.spec.storage_location}"
           + _stored_text(plan, state, work)
           + ("" if args.data else " (data not checked)")
           + factory_note(plan, args.import_model, args.data))
     for note in plan.replaced_by_axes():
         print(f"  {note}")
-    print(plan_cost(plan, args.gpu, args.mfu))
+    print(cost)
 
 
 def _validate_check(path: str, args) -> None:
@@ -82,11 +83,12 @@ def _validate_check(path: str, args) -> None:
     c = check_plan.checked(path, max_cells=args.max_cells)
     if args.data:
         check_plan.check_transfer_data(c.plan, path)
+    cost = plan_cost(c.plan, args.gpu, args.mfu) if args.gpu or args.mfu else None
     print(f"{path}: ok, a check file -> {c.out}" + ("" if args.data else " (data not checked)")
           + factory_note(c.plan, args.import_model, args.data))
     print(check_plan.describe(c))
-    if args.gpu or args.mfu:
-        print(plan_cost(c.plan, args.gpu, args.mfu))
+    if cost is not None:
+        print(cost)
 
 
 def _check_local_store(location: str):
