@@ -14,8 +14,9 @@ from mutransfer.analysis.cells import DIVERGED, NOT_RUN, PARTIAL, TRAINED
 from mutransfer.analysis.choice import Choice
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.drift import BOUND_WORDS
+from mutransfer.analysis.fit import grid_window
 from mutransfer.analysis.groups import as_key, axis_text, axis_values, family_label
-from mutransfer.analysis.intervals import INTERVAL_SOURCE
+from mutransfer.analysis.intervals import FIT, INTERVAL_SOURCE, POINTS, SEEDS
 from mutransfer.analysis.plotstyle import (
     dodge,
     family_colors,
@@ -55,13 +56,19 @@ def loss_limits(cells: pd.DataFrame, optima: pd.DataFrame | None = None) -> tupl
     """y range from the LRs that trained: from the best loss up to 2.5x its distance to the
     median, so the bowls stay readable when a few LRs barely trained (those are drawn clipped).
     `optima` (the lr* table): its fitted losses are kept in range too, since a quadratic's
-    vertex between two grid LRs lies below every trained cell."""
+    vertex between two grid LRs lies below every trained cell. A partially diverged LR's mean
+    (its survivors') is kept in range below: near the stability edge it is often the lowest
+    loss of its width, and its diamond was clipped off the bottom (the strip above holds those
+    that lie above the range)."""
     v = cells.loc[cells["status"].eq(TRAINED), "mean_loss"].to_numpy()
     v = v[np.isfinite(v)]
     if not len(v):
         return 0.0, 1.0
     lo, hi = float(v.min()), float(min(v.max(), v.min() + 2.5 * (np.median(v) - v.min())))
     hi = hi if hi > lo else float(v.max())
+    part = cells.loc[cells["status"].eq(PARTIAL), "mean_loss"].to_numpy(float)
+    part = part[np.isfinite(part)]
+    lo = min(lo, float(part.min())) if len(part) else lo
     if optima is not None and len(optima):
         fitted = optima["loss_at_opt"].to_numpy(dtype=float)
         fitted = fitted[np.isfinite(fitted)]
@@ -101,10 +108,13 @@ def _fitted_curve(ax, o: pd.Series, window: float, top: float, color,
     """The curve lr* was fitted to, dashed, across its window but only between the outermost
     LRs that trained at this width (`trained`): never extrapolated past them (a transfer
     search ran 3-6 LRs at a width, and the curve was drawn across the whole window).
-    Whether any of it was drawn."""
+    The window is the fit's own (fit.grid_window: `window` octaves, or five steps of the
+    trained LRs' grid where that is wider): on a one-octave grid the curve stopped 2.5
+    octaves from lr*, half-way to the points the fit still weighed. Whether any was drawn."""
     trained = np.log2(np.asarray(trained, float))
     if not np.isfinite(o["curvature"]) or not len(trained):
         return False
+    window = float(grid_window(np.sort(trained), np.zeros((1, len(trained))), window)[0])
     v = math.log2(o["lr_opt"])
     lo, hi = max(v - window, trained.min()), min(v + window, trained.max())
     if hi <= lo:
@@ -141,8 +151,13 @@ def _loss_panel(ax, cells: pd.DataFrame, opt: pd.DataFrame, colors: dict,
     _loss_mark_handles), so that the legend names only those."""
     bottom, top = ylim
     row = ROW * (top - bottom)
+    # a width's row is its place among all the store's widths (`colors` holds them all), so
+    # that it is the same row in every panel (a family without the narrowest width moved
+    # the others' marks a row down in its panel only)
+    rows = {w: i for i, w in enumerate(sorted(colors))}
     marks: set[str] = set()
-    for i, (w, c) in enumerate(cells.groupby("width", sort=True)):
+    for w, c in cells.groupby("width", sort=True):
+        i = rows[int(w)]
         c = c.sort_values("lr")
         color = colors[int(w)]
         lr, loss = c["lr"].to_numpy(), c["mean_loss"].to_numpy()
@@ -223,7 +238,7 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
         ax.set_ylabel("final eval loss (seed-adjusted mean)")
     handles = [Line2D([], [], color=colors[w], marker="o", ms=4,
                       label=f"{a.scale_name('width')} {w}") for w in a.widths]
-    handles += _loss_mark_handles(marks, a.scale_name("width"))
+    handles += _loss_mark_handles(marks, a.scale_name("width"), a.choice.opt_label)
     # one column grew taller than the figure with many widths and ran into the title
     fig.legend(handles=handles, loc="outside right center", frameon=False,
                ncols=1 if len(handles) <= 12 else 2)
@@ -232,14 +247,16 @@ def plot_loss_vs_lr(a: Analysis, path: Path) -> Path:
     return save(fig, path)
 
 
-def _loss_mark_handles(marks: set[str], width_name: str) -> list[Line2D]:
+def _loss_mark_handles(marks: set[str], width_name: str,
+                       opt_label: str = "lr*") -> list[Line2D]:
     """The legend's entry for each kind of mark drawn, in a fixed order; none for a mark not
-    drawn (a newcomer looked for the diamonds and ticks the legend promised)."""
+    drawn (a newcomer looked for the diamonds and ticks the legend promised). `opt_label`
+    names the star: the target's optimum (a weight-decay sweep's star was called lr*)."""
     kinds = {
-        "star": dict(marker="*", ms=12, mfc="grey", mec="black", label="lr* (fit)"),
+        "star": dict(marker="*", ms=12, mfc="grey", mec="black", label=f"{opt_label} (fit)"),
         "curve": dict(ls="--", lw=0.9, color="grey", label="fitted curve"),
         "edge_star": dict(marker="*", ms=12, mfc="white", mec="grey", mew=1.6,
-                          label="lr* on grid edge"),
+                          label=f"{opt_label} on grid edge"),
         "partial": dict(marker="D", ms=5, mfc="white", mec="grey", mew=1.4,
                         label="some seeds diverged\n(mean of the rest; not fitted)"),
         "diverged": dict(marker="x", ms=7, mew=1.8, color="grey",
@@ -322,9 +339,25 @@ def plot_lr_opt(a: Analysis, path: Path) -> Path:
                               label="on the grid edge (a bound)"))
     if np.isfinite(a.drift["slope"]).any():
         handles.append(Line2D([], [], ls="--", color="grey", label="least-squares fit"))
-    place_legend(ax, handles, fontsize=8, title=f"bars: 95% interval ({INTERVAL_SOURCE})",
+    place_legend(ax, handles, fontsize=8, title=f"bars: 95% interval ({interval_source(a)})",
                  title_fontsize=8)
     return save(fig, path)
+
+
+# where an lr* interval's noise comes from, by the lr* table's ci_method (intervals.Noise)
+NOISE_WORDS = {SEEDS: "seeds' jackknife", POINTS: "seeds' scatter at each LR",
+               FIT: "fit residuals"}
+
+
+def interval_source(a: Analysis) -> str:
+    """What the drawn intervals come from: INTERVAL_SOURCE when the seeds' jackknife gave
+    them all, else each source the lr* table names (`ci_method`), and the grid's placement
+    (a one-seed store's bars, from the fit's residuals, were said to be the seeds')."""
+    used = a.lr_opt.loc[np.isfinite(a.lr_opt["ci_low"].to_numpy(float)), "ci_method"]
+    kinds = [k for k in NOISE_WORDS if k in set(used)]
+    if kinds in ([], [SEEDS]):
+        return INTERVAL_SOURCE
+    return " / ".join(NOISE_WORDS[k] for k in kinds) + " + grid placement"
 
 
 def plot_stability(a: Analysis, path: Path) -> Path:
@@ -378,6 +411,8 @@ def _stability_handles(a: Analysis, ax) -> list:
         handles.append(Line2D([], [], ls="", marker="x", color="grey", mew=1.5,
                               label="every seed diverged"))
     if (~np.isfinite(a.stability["boundary"]) & np.isfinite(a.stability["largest_trained"])).any():
+        what = "LR" if a.choice.target == "lr" else a.choice.target_label
         handles.append(Line2D([], [], ls="", marker="^", color="grey",
-                              label="largest LR run, all trained\n(the boundary lies above)"))
+                              label=f"largest {what} run, all trained\n"
+                                    "(the boundary lies above)"))
     return handles
