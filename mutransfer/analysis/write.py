@@ -101,13 +101,17 @@ def make_figures(a: Analysis, out: Path) -> dict[str, Figure]:
                              "ticks, LRs the family ran at another width but not at this "
                              "one; hollow down-triangles, stopped early (search.stop)."),
     }
+    # the target and the scale axis in the width role by the names the tables give them
+    # (a report of --target param.overrides.ssm_B.lr_mult --scale model.n_layer said "LR", "width")
+    opt, width = a.choice.opt_label, a.scale_name("width")
+    title = "Optimal LR against width" if a.choice.is_default else f"{opt} against {width}"
     if np.isfinite(a.lr_opt["lr_opt"]).any():  # else no point to draw (e.g. all diverged)
         figs["drift"] = Figure(
-            plot_lr_opt(a, out / "lr_opt_vs_width.png"), "Optimal LR against width",
-            f"lr* per width with its 95% interval ({INTERVAL_SOURCE} pooled over the widths, or "
-            "the fit's residuals with one seed; hollow square: no interval, hollow circle: on "
-            "the grid edge, a bound); dashed: least-squares fit of log2 lr* "
-            "on log2 width, slope and its interval in the legend.")
+            plot_lr_opt(a, out / "lr_opt_vs_width.png"), title,
+            f"{opt} per {width} with its 95% interval ({INTERVAL_SOURCE} pooled over the "
+            f"{width} values, or the fit's residuals with one seed; hollow square: no interval, "
+            f"hollow circle: on the grid edge, a bound); dashed: least-squares fit of log2 "
+            f"{opt} on log2 {width}, slope and its interval in the legend.")
     figs["stability"] = Figure(
         plot_stability(a, out / "stability_vs_width.png"), "Stability boundary against width",
         "Bars span the largest LR where every seed trained to the smallest where any seed "
