@@ -90,7 +90,8 @@ def run_sweep(args: SweepArgs) -> int:
     print(f"ran {result.to_run} trials in {fmt_duration(result.elapsed_s)}: "
           f"{result.complete} complete, {result.diverged} diverged, "
           f"{f'{result.stopped} stopped early, ' if result.stopped else ''}{result.failed} "
-          f"failed", file=out)
+          f"failed{f', {result.skipped} found stored already' if result.skipped else ''}",
+          file=out)
     out.flush()
     print_summary(result.storage, out, analysis=args.analysis)
     if result.failed:

@@ -118,6 +118,7 @@ class Lease:
                              command=command or " ".join(["mutransfer", *sys.argv[1:]]),
                              started=now, heartbeat=now)
         self.lost: Holder | None = None  # who took the lease from us (ours: it was removed)
+        self.taken_from: Holder | None = None  # the dead holder whose stale lease we took
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._env_before: str | None = None
@@ -139,6 +140,7 @@ class Lease:
             if is_live(other):
                 raise UserError(busy_message(self.store, other))
             ended = end_leftovers(other)
+            self.taken_from = other
         self._write()
         time.sleep(settle_s)
         winner = self.current()
@@ -221,6 +223,13 @@ def busy_message(store: Any, holder: Holder) -> str:
     """The one line a second driver prints."""
     return (f"storage {store.location} is in use by another sweep driver "
             f"({holder.describe()}); one driver per store: wait for it to end, or stop it")
+
+
+def takeover_message(holder: Holder, ended: list[int]) -> str:
+    """The line a driver prints when it took over the lease of a driver that is gone (killed,
+    or its host lost): who that was, and what it had left running that was ended."""
+    left = (f"; ended {len(ended)} processes it had left running" if ended else "")
+    return f"took over the store from a sweep driver that is gone ({holder.describe()}){left}"
 
 
 def end_leftovers(holder: Holder) -> list[int]:

@@ -41,6 +41,7 @@ from mutransfer.results.fs import (
     write_atomic,
     write_part_atomic,
 )
+from mutransfer.results.lease import LEASE
 from mutransfer.results.provenance import git_commit
 from mutransfer.results.schema import (
     STEP_COLUMNS,
@@ -71,6 +72,11 @@ RUNNING = "running"  # per-eval step parts of attempts not finished yet
 CHECKPOINTS = "checkpoints"  # a trial's resumable state (results/checkpoints.py)
 QUARANTINE = "quarantine"  # damaged parts, moved out of the table folders
 LEGACY_SET_ASIDE = ".corrupt"  # how older versions marked damaged parts, inside the tables
+# the folders a sweep writes into (docs/results-format.md): a file at one of these names
+# would fail every trial's writes
+STORE_FOLDERS = ("trials", "steps", RUNNING, CHECKPOINTS, QUARANTINE, "history", "tune")
+# ... and the files it writes (the marker is checked on its own: Store._check_marker)
+STORE_FILES = ("sweep.yaml", LEASE)
 
 
 @dataclass
@@ -170,15 +176,32 @@ class Store:
         names = {i.path.rsplit("/", 1)[-1]: i.type for i in infos}
         if MARKER in names:
             self._check_marker()
+            self._check_layout(names)
             return
         if not names:
             return
         if self.is_store():
+            self._check_layout(names)
             return  # made by a version before the marker
         shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
         raise UserError(f"storage {self.location}: a folder that is not empty ({shown}) and "
                         f"not a mutransfer results store (no {MARKER}); give an empty or new "
                         f"folder, or an existing results folder")
+
+    def _check_layout(self, names: dict[str, pafs.FileType]) -> None:
+        """UserError when a name the store writes a folder at is taken by a file, or one it
+        writes a file at by a folder (before: with a file at trials/ every trial trained, then
+        failed three times writing its part, and the sweep ended with all of them failed; a
+        file at quarantine/, or a folder at driver.lease or sweep.yaml, was a traceback)."""
+        for name in STORE_FOLDERS:
+            kind = names.get(name)
+            if kind is not None and kind != pafs.FileType.Directory:
+                raise UserError(f"storage {self.location}: {name} is a file, not a folder (the "
+                                f"store keeps its {name}/ folder there); move that file away")
+        for name in STORE_FILES:
+            if names.get(name) == pafs.FileType.Directory:
+                raise UserError(f"storage {self.location}: {name} is a folder (the store "
+                                f"writes its {name} file there); move that folder away")
 
     def is_store(self) -> bool:
         """Whether the root is a results store's: it holds the marker file, or trials/ and
@@ -516,7 +539,10 @@ class Store:
             df = self.read_part(self.trial_part(trial_id))
         except (OSError, ValueError, pa.ArrowException):
             return None
-        if not len(df) or str(df["status"].iloc[0]) not in DONE_STATUSES:
+        # a part without a status column (written by another program, or edited) holds no
+        # finished trial, as the scan reads it: the cell runs again and its new part replaces
+        # this one (before: KeyError 'status' in every attempt, the cell failed for good)
+        if not len(df) or "status" not in df or str(df["status"].iloc[0]) not in DONE_STATUSES:
             return None
         return df.iloc[0].to_dict()
 

@@ -20,6 +20,9 @@ class TuneProgress(Callback):
         self.units = units
         self.sweep = sweep
         self.ended = False  # set when Tune says every trial has ended
+        # trial ids whose result the store held already when the trial ended (`skipped`):
+        # counted apart, as this run stored nothing for them
+        self.skipped: set[str] = set()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.ended = True
@@ -37,6 +40,10 @@ class TuneProgress(Callback):
             self.progress.finished(trial.trial_id, "failed")
             self.progress.message(f"trial {_describe(trial, self.units)} failed (not retried: "
                                   f"bad config or data): {result.get('error')}")
+            return
+        if result.get("skipped"):  # the store held its result already: nothing stored now
+            self.skipped.add(_cell_id(trial, self.units))
+            self.progress.finished(trial.trial_id, "skipped")
             return
         self.progress.finished(trial.trial_id, status if status in ("diverged", "stopped")
                                else "complete")
@@ -58,6 +65,15 @@ class TuneProgress(Callback):
         except Exception as exc:  # the store may be what failed; the message above stands
             self.progress.message(f"  (could not record the failure in {self.store.location}: "
                                   f"{exc})")
+
+
+def _cell_id(trial: Any, units: dict[str, TrialUnit]) -> str:
+    """The store's trial id of a Tune trial (the result's own `trial_id` is Tune's: Tune
+    writes its trial id into every result)."""
+    try:
+        return payload_for(trial.config, units).trial_id
+    except (KeyError, TypeError, ValueError):  # names no unit: no stored trial to count
+        return ""
 
 
 def _describe(trial: Any, units: dict[str, TrialUnit]) -> str:

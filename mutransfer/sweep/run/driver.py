@@ -32,7 +32,7 @@ from mutransfer.data.preflight import (
 )
 from mutransfer.errors import DataMissing, UserError, format_validation_error
 from mutransfer.results.fs import StorageUnreachable, first_contact
-from mutransfer.results.lease import Lease, busy_message, live_holder
+from mutransfer.results.lease import Lease, busy_message, live_holder, takeover_message
 from mutransfer.results.store import Store, StoreState, Tables, read_tables
 from mutransfer.sweep.plan.cells import Plan, build_plan
 from mutransfer.sweep.plan.horizon import describe as horizon_lines
@@ -65,6 +65,9 @@ class SweepResult:
     diverged: int = 0
     failed: int = 0  # failed for good (after the retries); a re-run tries them again
     stopped: int = 0  # ended early by the search's stopping rule (search.stop): stored
+    # ended finding their result stored already (an earlier attempt's, a part copied in
+    # meanwhile): nothing stored by this run, not counted in `complete`
+    skipped: int = 0
     unfinished: int = 0  # neither finished nor failed: the run was stopped (Ctrl-C)
     remaining: int = 0  # trials of the plan still to run after this run
     elapsed_s: float = 0.0
@@ -107,9 +110,8 @@ def run(spec: SpecLike, *, storage: str | None = None, address: str | None = Non
     store.ensure_writable()
     ended = lease.acquire()
     try:
-        if ended:
-            print(f"ended {len(ended)} processes a killed driver of this store had left "
-                  f"running", file=out)
+        if lease.taken_from is not None:  # said even when it left nothing running
+            print(takeover_message(lease.taken_from, ended), file=out)
         return _run_holding_lease(plan, store, RunOptions(address, num_cpus, num_gpus, out),
                                   ended=len(ended))
     except BaseException:
@@ -319,8 +321,9 @@ def _run_holding_lease(plan: Plan, store: Store, options: RunOptions,
     outcome = run_phases(plan, store, work, options, execute)  # horizon branching's hook
     left = plan_work(plan, store.scan(repair=False)).n_trials
     return SweepResult(**base, planned=plan.n_trials, to_run=outcome.to_run,
-                       complete=outcome.complete, diverged=outcome.diverged,
-                       stopped=outcome.stopped, failed=outcome.failed,
+                       complete=outcome.complete - outcome.skipped,
+                       diverged=outcome.diverged, stopped=outcome.stopped,
+                       failed=outcome.failed, skipped=outcome.skipped,
                        unfinished=outcome.unfinished, remaining=left,
                        elapsed_s=outcome.elapsed_s)
 

@@ -187,6 +187,7 @@ def run_phases(plan: Plan, store: Store, work: Work, options: Any,
             total.diverged += outcome.diverged
             total.failed += outcome.failed
             total.stopped += outcome.stopped
+            total.skipped += outcome.skipped
             total.elapsed_s += outcome.elapsed_s
         if outcome.unfinished:
             break

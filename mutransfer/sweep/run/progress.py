@@ -31,6 +31,8 @@ class Progress:
         self.start = clock()
         self.running = self.complete = self.diverged = self.failed = 0
         self.stopped = 0  # ended early by the search's stopping rule (search.stop)
+        # found the store holding its result already (`skipped`): stored nothing this run
+        self.skipped = 0
         self.max_running = 0
         self.durations: list[float] = []
         self._started: dict[str, float] = {}
@@ -54,8 +56,9 @@ class Progress:
         self.refresh()
 
     def finished(self, key: str, status: str) -> None:
-        """status: complete, diverged, stopped (early, by the search's stopping rule) or failed
-        (a trial that ran out of retries)."""
+        """status: complete, diverged, stopped (early, by the search's stopping rule), failed
+        (a trial that ran out of retries) or skipped (its result was in the store already:
+        this run stored nothing for it)."""
         begun = self._started.pop(key, None)
         if begun is not None:
             self.running -= 1
@@ -67,6 +70,8 @@ class Progress:
             self.stopped += 1
         elif status == "failed":
             self.failed += 1
+        elif status == "skipped":
+            self.skipped += 1
         else:
             self.complete += 1
         self.refresh()
@@ -80,7 +85,7 @@ class Progress:
     # -- text --------------------------------------------------------------------------------
     @property
     def finished_count(self) -> int:
-        return self.complete + self.diverged + self.stopped + self.failed
+        return self.complete + self.diverged + self.stopped + self.failed + self.skipped
 
     def eta_s(self) -> float | None:
         """Remaining trials x mean trial time / trials at once; None until one has finished."""
@@ -106,6 +111,7 @@ class Progress:
         return (f"[{self.finished_count:>{width}}/{total}] done {self.complete}  "
                 f"running {self.running}  diverged {self.diverged}  "
                 f"{f'stopped {self.stopped}  ' if self.stopped else ''}failed {self.failed}  "
+                f"{f'stored already {self.skipped}  ' if self.skipped else ''}"
                 f"| elapsed {fmt_duration(self.clock() - self.start)}  "
                 f"eta {fmt_duration(eta) if eta is not None else '?'}")
 

@@ -53,6 +53,11 @@ class RunOutcome:
     diverged: int = 0
     failed: int = 0
     stopped: int = 0  # ended early by the search's stopping rule: finished, not complete
+    # of `complete`: trials that ended finding their result stored already (a twin: an
+    # earlier attempt's or a copied store's part), so this run stored nothing for them. Kept
+    # inside `complete` so that sums of outcomes (horizon.run_phases) still count them as
+    # finished; SweepResult counts them apart.
+    skipped: int = 0
     elapsed_s: float = 0.0
 
     @property
@@ -124,12 +129,16 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
             progress.close()
     outcome.complete, outcome.diverged = progress.complete, progress.diverged
     outcome.failed, outcome.stopped = progress.failed, progress.stopped
+    outcome.complete += progress.skipped  # finished, though not by this run (RunOutcome)
+    outcome.skipped = progress.skipped
     if not plan.adaptive:  # the store is the truth (a stop can skip Tune's callbacks)
         done = store.scan(repair=False).complete
-        rows = [done[c.trial_id] for c in work.cells if c.trial_id in done]
+        found = [c.trial_id for c in work.cells if c.trial_id in done]
+        outcome.skipped = sum(1 for t in found if t in watcher.skipped)
+        rows = [done[t] for t in found if t not in watcher.skipped]
         outcome.diverged = sum(1 for r in rows if r.get("status") == "diverged")
         outcome.stopped = sum(1 for r in rows if r.get("status") == "stopped")
-        outcome.complete = len(rows) - outcome.diverged - outcome.stopped
+        outcome.complete = len(found) - outcome.diverged - outcome.stopped
     if work.state is not None:  # known now: what the search started, and what it still wants
         outcome.to_run = work.state.started_count() + len(work.state.to_run())
     outcome.elapsed_s = time.monotonic() - start
