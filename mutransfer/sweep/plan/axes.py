@@ -173,8 +173,13 @@ def _lr_choice(where: str, values: Any) -> LRChoice:
         # 2^hi where hi - lo is no whole number of steps ([-10, -8.5]: 2^-8); a grid search
         # refuses such a range (check_whole_steps), an adaptive one samples all of it
         n = math.floor((hi - lo) * rng.per_octave + WHOLE_STEP_SLACK)
-        grid = tuple(2.0 ** (lo + i / rng.per_octave) for i in range(n + 1))
-        return LRChoice(grid, lo, hi, rng.per_octave)
+        grid = [2.0 ** (lo + i / rng.per_octave) for i in range(n + 1)]
+        if abs((hi - lo) * rng.per_octave - n) <= WHOLE_STEP_SLACK:
+            # the high end is 2^hi itself: lo + n/k drifts in its last bits where lo is no
+            # dyadic number ([-8.3, -6.3] ran 2^-6.300000000000001, another trial id than
+            # the 2^-6.3 of a range that starts there); a dyadic lo gives 2^hi already
+            grid[-1] = 2.0 ** hi
+        return LRChoice(tuple(grid), lo, hi, rng.per_octave)
     if not isinstance(values, list):
         raise UserError(f"axes.{where}: expected a list of LRs or {{log2: [lo, hi], "
                         f"per_octave: k}}, got {_kind(values)}")

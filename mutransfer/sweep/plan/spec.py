@@ -9,6 +9,7 @@ mutransfer/sweep/plan/cells.py.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -343,14 +344,26 @@ def _axes_model() -> type:
     return axes
 
 
+# The dotted paths of the typed shortcuts: axes.py reads `train.lr` as it reads `lr` (a log2
+# range, LRs per parameterization), so the schema gives each path its shortcut's schema (it
+# flagged `train.lr: {log2: [-8, -5]}`, a file mutransfer reads)
+SHORTCUT_PATHS = {"lr": "train.lr", "seed": "train.seed", "parameterization": "param.name"}
+
+
 def _other_axes(schema: dict[str, Any]) -> None:
-    """The keys axes.py takes besides the typed ones: the shortcut optimizer, a section (a
-    list of mappings, one per cell) or a dotted path into one (a list of values)."""
+    """The keys axes.py takes besides the typed ones: the shortcut optimizer, the typed
+    shortcuts' dotted paths, a section (a list of mappings, one per cell) or a dotted path
+    into one (a list of values)."""
     nonempty = {"type": "array", "minItems": 1, "uniqueItems": True}
+    for prop in schema["properties"].values():  # optional keys, but never null (axes.py
+        prop.pop("default", None)  # refuses `lr: null`: "expected a list", the schema passed it)
+        prop["anyOf"] = [a for a in prop["anyOf"] if a != {"type": "null"}]
     schema["propertyNames"] = {"pattern": r"^(width|parameterization|lr|seed|optimizer|"
                                           r"(model|param|train|data)(\.[^.]+)*)$"}
-    schema["patternProperties"] = {r"^(model|param|train|data)$": {
-        **nonempty, "items": {"type": "object"}}}
+    schema["patternProperties"] = {
+        r"^(model|param|train|data)$": {**nonempty, "items": {"type": "object"}},
+        **{"^" + re.escape(path) + "$": schema["properties"][name]
+           for name, path in SHORTCUT_PATHS.items()}}
     schema["additionalProperties"] = nonempty
 
 
