@@ -18,7 +18,8 @@ TINY_MODEL = {"n_layer": 1, "d_state": 4, "base_width": 16}
 
 def tiny_sweep(name: str, axes: dict | None = None, *, steps: int = 10,
                eval_every: int = EVAL_EVERY, **top) -> dict:
-    """A sweep document of one-layer models at width 16 that train in seconds."""
+    """A sweep document of one-layer models (base width 16; width 128, the default, unless
+    `width` is an axis or given in `top`) that train in seconds."""
     doc = {"name": name, "model": dict(TINY_MODEL),
            "train": {"steps": steps, "batch_size": 2, "seq_len": 16, "eval_every": eval_every,
                      "eval_batches": 1}}
