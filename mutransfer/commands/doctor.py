@@ -6,15 +6,20 @@ shape, and its time at a typical one (CPU: chunked; CUDA: triton, mamba_ssm when
 chunked), remembering the fastest that passes as what `auto` runs on this device with these
 versions (mutransfer/ops/check.py); the Ray cluster at --address (nodes, CPUs, GPUs and their
 types); that the storage is writable; for a sweep (or check) file, that it validates and its
-data and tokenizer are there, and whether its token cache is prepared. Exit 0 when ready, else
-2 with one line per problem on stderr.
+data and tokenizer are there, whether its token cache is prepared, and that each of its trials
+fits where the sweep would run it: this machine (its CPUs, GPUs and memory), or with --address
+the cluster's largest node, by the checks the sweep itself makes once Ray is up
+(runner.ResourcesFor.check, packing.check_fits_in). Exit 0 when ready, else 2 with one line per
+problem on stderr.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -52,16 +57,17 @@ class Report:
 
 def run(args) -> int:
     report = Report()
-    checks: list[Callable[[Report], None]] = [versions, scan_backends]
-    if args.address:
-        checks.append(lambda r: cluster(r, args.address))
-    else:
-        checks.append(lambda r: r.skip("Ray cluster (no --address: sweeps start a local Ray)"))
-    checks.append(lambda r: storage(r, args.storage, args.file))
-    if args.file:
-        checks.append(lambda r: sweep_file(r, args.file, args.address))
-    for check in checks:
-        check(report)
+    versions(report)
+    scan_backends(report)
+    # the cluster stays connected for the sweep file's checks: its trials are held to the
+    # largest node's resources, as the sweep holds them once connected
+    with ExitStack() as stack:
+        cap = cluster(report, args.address, stack) if args.address else None
+        if not args.address:
+            report.skip("Ray cluster (no --address: sweeps start a local Ray)")
+        storage(report, args.storage, args.file)
+        if args.file:
+            sweep_file(report, args.file, args.address, cap)
     sys.stdout.flush()
     if report.problems:
         for problem in report.problems:
@@ -92,10 +98,18 @@ def _version(dist: str) -> str | None:
     return f"from source ({where[0]})"
 
 
+def local_cpus() -> int:
+    """The CPUs a local Ray started here offers (Ray counts os.cpu_count(); a container's CPU
+    quota can lower its count further)."""
+    return os.cpu_count() or 1
+
+
 def versions(r: Report) -> None:
     import platform
 
     import torch
+
+    from mutransfer.cost.machine import memory_bytes
 
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
     r.ok(f"python {platform.python_version()}, mutransfer {_version('mutransfer') or '?'}, "
@@ -103,6 +117,9 @@ def versions(r: Report) -> None:
          f"ray {_version('ray')}, numpy {_version('numpy')}, pyarrow {_version('pyarrow')}")
     optional = {d: _version(d) for d in OPTIONAL}
     r.ok("optional: " + ", ".join(f"{d} {v or 'not installed'}" for d, v in optional.items()))
+    memory = memory_bytes()
+    r.ok(f"this machine: {local_cpus()} CPUs (what a local Ray offers), "
+         + (f"{memory / 1e9:.1f} GB memory" if memory else "memory unknown"))
     if torch.cuda.is_available():
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         r.ok(f"CUDA devices: {', '.join(names)}")
@@ -113,6 +130,7 @@ def versions(r: Report) -> None:
 def scan_backends(r: Report) -> None:
     import torch
 
+    from mutransfer.configbase import user_dir
     from mutransfer.ops.backends import remember
     from mutransfer.ops.check import check_backend
 
@@ -141,9 +159,17 @@ def scan_backends(r: Report) -> None:
             continue
         best = min(passed, key=lambda c: c.ms)
         if device.type == "cuda":
-            path = remember(device, best.backend)
-            r.ok(f"auto on {torch.cuda.get_device_name(device)}: {best.backend} (the fastest "
-                 f"that passed; remembered in {path})")
+            name = torch.cuda.get_device_name(device)
+            try:
+                path = remember(device, best.backend)
+            except OSError as exc:  # a read-only home: the checks still hold, auto's default runs
+                r.skip(f"auto on {name}: {best.backend} is the fastest that passed, but it "
+                       f"cannot be remembered ({exc.strerror or exc}: "
+                       f"{exc.filename or user_dir()}); `auto` runs its default instead "
+                       f"(set MUTRANSFER_DATA_DIR to a writable folder)")
+                continue
+            r.ok(f"auto on {name}: {best.backend} (the fastest that passed; remembered in "
+                 f"{path})")
         else:
             r.ok(f"auto on cpu: {best.backend}")
 
@@ -159,12 +185,21 @@ def _or_fail(r: Report, prefix: str, fn: Callable[[], Any]) -> Any:
         return None
 
 
-def cluster(r: Report, address: str) -> None:
+def cluster(r: Report, address: str, stack: ExitStack):
+    """The cluster's nodes and resources; the Capacity of its largest node, connected until
+    `stack` closes, or None after a FAIL line when it cannot be reached."""
+    from mutransfer.sweep.run.cluster import ray_session
     from mutransfer.sweep.run.inspect import cluster_summary
 
-    for line in _or_fail(r, f"Ray cluster at {address}: ",
-                         lambda: cluster_summary(address)) or []:
+    prefix = f"Ray cluster at {address}: "
+    cap = _or_fail(r, prefix, lambda: stack.enter_context(ray_session(address)))
+    if cap is None:
+        return None
+    # "auto" inside the session: the Ray this process is connected to now (a session opened
+    # in one is that Ray, left running); not `address`, which Ray may know by another host
+    for line in _or_fail(r, prefix, lambda: cluster_summary("auto")) or []:
         r.ok(f"Ray {line}")
+    return cap
 
 
 def storage(r: Report, location: str | None, sweep: str | None) -> None:
@@ -209,7 +244,9 @@ def storage(r: Report, location: str | None, sweep: str | None) -> None:
     r.ok(f"storage {location}: writable ({nearest_existing(path)})")
 
 
-def sweep_file(r: Report, path: str, address: str | None = None) -> None:
+def sweep_file(r: Report, path: str, address: str | None = None, cap=None) -> None:
+    """The sweep (or check) file's checks; `cap`: the connected cluster's largest node (None:
+    no --address, or a cluster that could not be reached)."""
     from mutransfer.commands.check_spec import is_check_file
     from mutransfer.data.cache import locate, open_cache
     from mutransfer.data.cached import CACHED_SOURCES
@@ -224,7 +261,9 @@ def sweep_file(r: Report, path: str, address: str | None = None) -> None:
     what = "a check file" if kind == "check" else f"{plan.n_trials} trials"
     r.ok(f"{path}: valid, {what}; data and tokenizer present")
     if address is None:
-        _or_fail(r, "", lambda: _gpus_here(plan, path))
+        _fits_here(r, plan, path)
+    elif cap is not None:
+        _or_fail(r, "", lambda: _fits_cluster(plan, path, cap))
     for raw in plan.data_configs():
         cfg = DataConfig.model_validate(raw)
         if cfg.source not in CACHED_SOURCES:
@@ -238,11 +277,24 @@ def sweep_file(r: Report, path: str, address: str | None = None) -> None:
              f"sweep prepares it before its first trial (or `mutransfer prepare {path}`)")
 
 
-def _gpus_here(plan, path: str) -> None:
-    """With no --address a sweep runs on a local Ray, on this machine's devices: a trial
-    that asks Ray for more GPUs than it has would wait forever (the sweep refuses it once
-    Ray is up), one on `device: cuda` without a CUDA device fails; UserError for either,
-    instead of `ready`."""
+# with no --address a trial that does not fit here can still run on a cluster
+ELSEWHERE = "; run it on a cluster (doctor --address HEAD:6379 checks one)"
+
+
+def _fits_here(r: Report, plan, path: str) -> None:
+    """With no --address a sweep runs on a local Ray, on this machine: a FAIL line for each
+    way a trial could not run here, as the sweep would refuse it (GPUs, CPUs, memory)."""
+    from mutransfer.sweep.run.driver import check_runs_here
+
+    if _or_fail(r, "", lambda: _gpus_here(plan, path)) is not None:
+        _or_fail(r, "", lambda: _cpus_here(plan, path))
+    _or_fail(r, "", lambda: check_runs_here(plan, None))
+
+
+def _gpus_here(plan, path: str) -> bool:
+    """A trial that asks Ray for more GPUs than this machine has would wait forever (the sweep
+    refuses it once Ray is up), one on `device: cuda` without a CUDA device fails; UserError
+    for either, instead of `ready`; True when neither."""
     import torch
 
     from mutransfer.errors import UserError
@@ -251,13 +303,50 @@ def _gpus_here(plan, path: str) -> None:
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     configs = [u.config for u in (plan.groups or plan.cells)]
     need = max(gpus_for(plan.spec.resources, c) for c in configs)
-    elsewhere = "; run it on a cluster (doctor --address HEAD:6379 checks one)"
     if need > have:
         raise UserError(f"{path}: a trial asks for {need:g} GPUs (resources.gpus_per_trial) "
-                        f"but this machine has {have}{elsewhere}")
+                        f"but this machine has {have}{ELSEWHERE}")
     if not have and any(c["train"].get("device") == "cuda" for c in configs):
         raise UserError(f"{path}: train.device cuda, but this machine has no CUDA "
-                        f"device{elsewhere}")
+                        f"device{ELSEWHERE}")
+    return True
+
+
+def _cpus_here(plan, path: str) -> None:
+    """A trial asking for more CPUs than the local Ray offers: the sweep's own refusal
+    (runner.ResourcesFor.check) against this machine as a one-node cluster."""
+    import torch
+
+    from mutransfer.errors import UserError
+    from mutransfer.sweep.run.cluster import Capacity
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        _resources(plan).check(Capacity(float(local_cpus()), float(gpus), 1))
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}{ELSEWHERE}") from None
+
+
+def _fits_cluster(plan, path: str, cap) -> None:
+    """Each trial against the cluster's largest node, as the sweep checks it once connected:
+    its CPUs and GPUs (a trial no node can host waits forever), then its memory."""
+    from mutransfer.errors import UserError
+    from mutransfer.sweep.plan.packing import check_fits_in
+
+    try:
+        _resources(plan).check(cap)
+        check_fits_in([u.config for u in (plan.groups or plan.cells)], cap.memory,
+                      f"the largest of the cluster's {cap.nodes} node(s)")
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def _resources(plan):
+    """The per-trial resources of every trial of the plan, as the sweep asks Ray for them."""
+    from mutransfer.sweep.run.runner import ResourcesFor
+    from mutransfer.sweep.search.base import Work
+
+    return ResourcesFor(plan, Work(cells=list(plan.cells), groups=list(plan.groups)))
 
 
 def _check_plan(path: str):
