@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -67,13 +68,20 @@ def device_key(device: torch.device) -> str:
     return f"{name} | {', '.join(versions)}"
 
 
-def remember(device: torch.device, backend: str) -> str:
-    """Write the choice for this device and versions; the file's path."""
-    path = user_dir() / CHOICES
+def _choices(path: Path) -> dict[str, str]:
+    """The choices file's mapping; {} when it is missing, unreadable, or not a JSON object
+    (a `[]` there crashed every CUDA `auto` scan with an AttributeError)."""
     try:
         choices = json.loads(path.read_text())
     except (OSError, ValueError):
-        choices = {}
+        return {}
+    return choices if isinstance(choices, dict) else {}
+
+
+def remember(device: torch.device, backend: str) -> str:
+    """Write the choice for this device and versions; the file's path."""
+    path = user_dir() / CHOICES
+    choices = _choices(path)
     choices[device_key(device)] = backend
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -84,7 +92,5 @@ def remember(device: torch.device, backend: str) -> str:
 
 def remembered(device: torch.device) -> str | None:
     """The backend `mutransfer doctor` chose for this device and versions, if it ran."""
-    try:
-        return json.loads((user_dir() / CHOICES).read_text()).get(device_key(device))
-    except (OSError, ValueError):
-        return None
+    choice = _choices(user_dir() / CHOICES).get(device_key(device))
+    return choice if isinstance(choice, str) else None
