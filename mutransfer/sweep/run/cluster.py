@@ -180,10 +180,19 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
                 num_gpus: int | None = None) -> Iterator[Capacity]:
     """Ray for the duration of a run: the one already initialised in this process (left
     running; options it cannot honour are refused), a new local instance (address None), or
-    an existing cluster (`address`)."""
-    quiet_ray_env()
-    import ray
+    an existing cluster (`address`). The process that called it (a notebook's) gets back its
+    signal handlers, environment and Ray's logging levels as they were (`process_state_kept`)."""
+    with process_state_kept():
+        quiet_ray_env()
+        import ray
 
+        with logger_levels_kept(RAY_LOGGERS), _session(ray, address, num_cpus, num_gpus) as cap:
+            yield cap
+
+
+@contextmanager
+def _session(ray, address: str | None, num_cpus: int | None,
+             num_gpus: int | None) -> Iterator[Capacity]:
     owned = not ray.is_initialized()
     if owned:
         try:
@@ -201,6 +210,55 @@ def ray_session(address: str | None = None, num_cpus: int | None = None,
     finally:
         if owned:
             ray.shutdown()
+
+
+# What a run changes in the process that called it and Ray or Tune do not put back: Tune's
+# SIGINT (and SIGUSR1) handler stays installed after the Tuner ends, so the caller's next
+# Ctrl-C was swallowed (it only set an event no one reads); ray.init's SIGTERM handler
+# (sys.exit) stays after ray.shutdown; ray.init points PYTHONBREAKPOINT at Ray's debugger (a
+# breakpoint() in the notebook then waited for a debugpy client, or without debugpy did
+# nothing); the sweep's quiet settings (QUIET_ENV, the Ray loggers at ERROR) silenced the
+# caller's own later use of Ray.
+KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1")
+                     if hasattr(signal, name))
+RAY_LOGGERS = ("ray", "ray.tune")
+
+
+@contextmanager
+def process_state_kept() -> Iterator[None]:
+    """The signal handlers (main thread only: no other may set them) and environment variables
+    of this process, put back as they were on leaving."""
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {sig: signal.getsignal(sig) for sig in KEPT_SIGNALS}
+    env = dict(os.environ)
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: set outside Python, which cannot set it back
+                signal.signal(sig, handler)
+        restore_environ(env)
+
+
+def restore_environ(env: dict[str, str]) -> None:
+    """os.environ as `env`: variables set since removed, changed ones set back."""
+    for key in set(os.environ) - set(env):
+        del os.environ[key]
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
+
+@contextmanager
+def logger_levels_kept(names: tuple[str, ...]) -> Iterator[None]:
+    """The levels of the loggers `names`, set back on leaving."""
+    levels = {name: logging.getLogger(name).level for name in names}
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @contextmanager
