@@ -17,8 +17,10 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _EXPORTS = {
     "TrialConfig": "mutransfer.config",
-    "run_trial": "mutransfer.train",
-    "run": "mutransfer.commands.api",  # driver.run after the factory probe the CLI makes
+    # mutransfer.commands.api: the modules' own, checked (run: the CLI's factory probe) or
+    # leaving the caller's thread as it was (run_trial: its subnormal setting)
+    "run_trial": "mutransfer.commands.api",
+    "run": "mutransfer.commands.api",
     "SweepResult": "mutransfer.sweep.run.driver",
     "read_tables": "mutransfer.results.store",
     "analyze": "mutransfer.analysis",

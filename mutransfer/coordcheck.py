@@ -30,6 +30,7 @@ from mutransfer.coord.settings import CoordSettings
 from mutransfer.cost.machine import batch_beyond_memory, beyond_memory, memory_bytes
 from mutransfer.data import load_data
 from mutransfer.data.config import DataConfig
+from mutransfer.denormals import denormals_flushed
 from mutransfer.errors import UserError, format_validation_error
 from mutransfer.paths import nearest_existing
 
@@ -162,7 +163,8 @@ def coord_check(settings: CoordSettings | None = None, *, progress: Progress | N
     _check_every_model(s, name)
     source = load_data(DataConfig())
     t0 = time.time()
-    coord = run_coord_check(s, source, progress=progress)
+    with denormals_flushed():  # flushed as every trial is; the caller's thread set back
+        coord = run_coord_check(s, source, progress=progress)
     sl = slopes(coord, s.axis)
     v = verdicts(sl, tol=s.tolerance, alpha=s.alpha, seeds=s.seeds,
                  undecided_beyond=s.tolerance if s.axis == "width" else None)  # the band's width

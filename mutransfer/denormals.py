@@ -17,9 +17,17 @@ created. A process that flushes before its first parallel op (a trial's worker, 
 train`) has every intra-op thread flushing; threads created before it keep subnormals. The
 trials table's `env` column records what a probe at the trial's thread count finds
 (`flush_denormal`, mutransfer/results/provenance.py), not what was asked.
+
+In a process that goes on after the trial (a notebook calling `mutransfer.run_trial`,
+mutransfer/commands/api.py), `denormals_flushed` sets the calling thread back afterwards: its later
+arithmetic (numpy's, torch's on that thread) keeps its subnormals. Intra-op threads that torch
+started during the trial keep flushing: torch offers no way to reach them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -27,3 +35,23 @@ import torch
 def flush_denormals() -> bool:
     """Flush subnormal floats to zero from here on; True where the platform allows it."""
     return bool(torch.set_flush_denormal(True))
+
+
+def flushing_here() -> bool:
+    """Whether this thread flushes subnormals now: a probe, as torch has no getter. One
+    element: the product is computed on this thread, not torch's intra-op pool."""
+    tiny = torch.tensor(1e-30, dtype=torch.float32) * 1e-10  # 1e-40: subnormal
+    return bool(tiny == 0)
+
+
+@contextmanager
+def denormals_flushed() -> Iterator[bool]:
+    """flush_denormals for the body (True where the platform allows it); on leaving, this
+    thread flushes again only if it did before."""
+    before = flushing_here()
+    allowed = flush_denormals()
+    try:
+        yield allowed
+    finally:
+        if not before:
+            torch.set_flush_denormal(False)
