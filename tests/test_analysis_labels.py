@@ -81,7 +81,6 @@ def test_flagged_lrs_and_training_curves_use_the_same_labels(depth_rules, monkey
     figs = _captured(monkeypatch, curves)
     curves.plot_training_curves(a, a.prepared, a.steps, Path("unused.png"))
     titles = [ax.get_title() for ax in figs[0].axes if ax.get_title()]
-    curves.plt.close(figs[0])
     assert len(titles) == 6 and not any("{" in t for t in titles)
     panels = {label for label, _ in families(a, a.cells, sep="\n")}
     assert {t.rsplit("\n", 1)[0] for t in titles} == panels
@@ -107,7 +106,7 @@ def test_a_fitted_curve_is_drawn_only_between_the_lrs_that_trained(tmp_path):
     the whole fit window, octaves past the LRs run. Each width's curve spans no more than the
     LRs that trained at that width (on a grid too: never past the outermost trained LR)."""
     from mutransfer.analysis.plots import _loss_panel, loss_limits
-    from mutransfer.analysis.plotstyle import plt, width_colors
+    from mutransfer.analysis.plotstyle import subplots, width_colors
 
     lrs = [2.0**e for e in np.arange(-12, -3.9, 0.5)]
     t = synthetic_tables([Planted("mup", 2**-7, 0.0)], [64, 128], lrs, [0])
@@ -117,11 +116,10 @@ def test_a_fitted_curve_is_drawn_only_between_the_lrs_that_trained(tmp_path):
     a = analyze(write_results(tmp_path, t))
     assert np.isfinite(a.lr_opt["curvature"]).all()  # both widths have a fitted parabola
     colors = width_colors(a.widths)
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     _loss_panel(ax, a.cells, a.lr_opt, colors, loss_limits(a.cells, a.lr_opt), a.fit_window)
     dashed = {w: np.log2(line.get_xdata()) for line in ax.lines
               if line.get_linestyle() == "--" for w in a.widths if line.get_color() == colors[w]}
-    plt.close(fig)
     assert set(dashed) == {64, 128}
     for w, x in dashed.items():
         trained = np.log2(a.cells[(a.cells.width == w) & a.cells.status.eq("trained")]["lr"])
@@ -145,7 +143,6 @@ def test_the_training_curves_title_fits_its_figure(tmp_path, monkeypatch):
     box = title.get_window_extent(renderer)
     width = fig.bbox.width
     words = " ".join(title.get_text().split())
-    curves.plt.close(fig)
     assert box.width <= width
     for said in ("Training curves", "mean over seeds", curves.line_key(set(a.cells["status"]))):
         assert " ".join(said.split()) in words
@@ -163,7 +160,6 @@ def test_the_training_curves_title_names_the_line_styles_drawn(tmp_path, monkeyp
     figs = _captured(monkeypatch, curves)
     curves.plot_training_curves(a, a.prepared, a.steps, Path("unused.png"))
     words = " ".join(figs[0]._suptitle.get_text().split())
-    curves.plt.close(figs[0])
     assert ("dashed: all diverged" in words) == diverging, words
     assert "dotted" not in words and "clipped at the top" in words
 

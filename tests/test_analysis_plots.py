@@ -127,7 +127,7 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     diverged LR is a hollow diamond off the line, an LR not run at a width a tick on the
     bottom edge, a diverged one an x on the top edge."""
     from mutransfer.analysis.plots import _loss_panel, loss_limits
-    from mutransfer.analysis.plotstyle import plt, width_colors
+    from mutransfer.analysis.plotstyle import subplots, width_colors
 
     t = synthetic_tables([MUP], [64, 128], LR_GRID, [0, 1])
     tr = t.trials
@@ -135,13 +135,12 @@ def test_partial_and_not_run_lrs_are_marked_apart_from_trained_ones(tmp_path):
     part = (t.trials.width == 64) & (t.trials.lr == 2**-5) & (t.trials.seed == 0)
     t.trials.loc[part, ["status", "diverged", "final_eval_loss"]] = ["diverged", True, None]
     a = analyze(write_results(tmp_path, t))
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), loss_limits(a.cells),
                 a.fit_window)
     drawn = {}
     for line in ax.lines:
         drawn.setdefault(line.get_marker(), []).extend(line.get_xdata())
-    plt.close(fig)
     assert drawn["D"] == [2**-5]
     assert drawn["|"] == [LR_GRID[0]]
     # trained: 2^-12..2^-6 at 64, 2^-11..2^-5 at 128 (2^-5 on the line at 128 only)
@@ -211,23 +210,21 @@ def _captured(monkeypatch, module) -> list:
 def test_a_narrow_log2_range_gets_at_least_three_labelled_ticks():
     """lr* within an octave (a check's sweep, a horizon store) showed one labelled tick, 2^-5:
     the reader could not read a value off the axis. Half and quarter octaves fill in."""
-    from mutransfer.analysis.plotstyle import log2_axis, plt
+    from mutransfer.analysis.plotstyle import log2_axis, subplots
 
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     values = [2**-5.65, 2**-5.3, 2**-4.96]
     ax.plot([1, 2, 3], values)
     log2_axis(ax, "y", values)
     lo, hi = min(values), max(values)
     ticks = [t for t in ax.yaxis.get_major_locator()() if lo <= t <= hi]
     labels = [ax.yaxis.get_major_formatter()(t) for t in ticks]
-    plt.close(fig)
     assert len(ticks) >= 3
     assert all(labels) and "$2^{-5.25}$" in labels
     # a wide range keeps whole octaves, every second one
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     log2_axis(ax, "x", [2**-12, 2**-2])
     assert all(float(np.log2(t)).is_integer() for t in ax.xaxis.get_major_locator()())
-    plt.close(fig)
 
 
 def test_families_at_one_width_are_drawn_side_by_side(analysis, monkeypatch):
@@ -240,7 +237,6 @@ def test_families_at_one_width_are_drawn_side_by_side(analysis, monkeypatch):
     ax = figs[0].axes[0]
     xs = [tuple(np.round(line.get_xdata(), 6)) for line in ax.lines
           if line.get_marker() == "o" and len(line.get_xdata())]
-    plots.plt.close(figs[0])
     assert len(xs) == 2 and set(xs[0]).isdisjoint(xs[1])
 
 
@@ -254,7 +250,6 @@ def test_the_stability_legend_names_only_the_marks_drawn(tmp_path, monkeypatch):
     figs = _captured(monkeypatch, plots)
     plots.plot_stability(a, tmp_path / "s.png")
     labels = [tx.get_text() for tx in figs[0].axes[0].get_legend().get_texts()]
-    plots.plt.close(figs[0])
     assert not any("a seed diverged" in t for t in labels)
     assert any("boundary lies above" in t for t in labels)
 
@@ -265,18 +260,17 @@ def test_marks_off_the_loss_range_get_a_row_per_width(tmp_path):
     not-run ticks stood on the lowest curve. Each width has a row in a strip above the data
     and one below it."""
     from mutransfer.analysis.plots import _loss_panel, loss_limits
-    from mutransfer.analysis.plotstyle import plt, width_colors
+    from mutransfer.analysis.plotstyle import subplots, width_colors
 
     t = synthetic_tables([MUP], [64, 128], LR_GRID, [0, 1])
     tr = t.trials
     t.trials = tr[~((tr.width == 128) & (tr.lr == LR_GRID[0]))].copy()  # not run at 128
     a = analyze(write_results(tmp_path, t))
     lo, hi = loss_limits(a.cells)
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     _loss_panel(ax, a.cells, a.lr_opt, width_colors(a.widths), (lo, hi), a.fit_window)
     ys = {m: [y for line in ax.lines if line.get_marker() == m for y in line.get_ydata()]
           for m in ("x", "|")}
-    plt.close(fig)
     assert len(ys["x"]) == 2 and len(set(ys["x"])) == 2 and min(ys["x"]) > hi
     assert ys["|"] and max(ys["|"]) < lo
 
@@ -308,9 +302,9 @@ def test_a_large_legend_goes_below_the_axes():
     """Long family labels made a legend larger than the free space: it covered the points."""
     from matplotlib.lines import Line2D
 
-    from mutransfer.analysis.plotstyle import place_legend, plt
+    from mutransfer.analysis.plotstyle import place_legend, subplots
 
-    fig, ax = plt.subplots()
+    fig, ax = subplots()
     ax.plot([1, 2], [1, 2])
     handles = [Line2D([], [], label=f"family {i} with a rather long label, slope +0.0{i}")
                for i in range(4)]
@@ -318,7 +312,6 @@ def test_a_large_legend_goes_below_the_axes():
     fig.canvas.draw()
     box = ax.get_legend().get_window_extent()
     assert box.y1 < ax.get_window_extent().y0  # wholly below the axes
-    plt.close(fig)
 
 
 def test_coord_lines_differ_in_marker_as_well_as_colour(tmp_path, monkeypatch):
@@ -331,7 +324,6 @@ def test_coord_lines_differ_in_marker_as_well_as_colour(tmp_path, monkeypatch):
     ax = figs[0].axes[0]
     markers = {line.get_marker() for line in ax.lines}
     top_xlabel = ax.get_xlabel()
-    coordplot.plt.close(figs[0])
     assert len(markers) == 3  # in_proj, ssm_state, logits
     assert top_xlabel == ""  # the shared x axis is labelled once, under the bottom row
     styles = coordplot.quantity_styles([f"q{i}" for i in range(11)])
@@ -342,11 +334,9 @@ def test_one_family_gets_a_larger_panel_and_edge_stars_keep_their_colour():
     """A check's sweep (one family, five widths) was a 4.6-inch panel squeezed beside its
     legend; a hollow lr* on the grid edge lost its width's colour."""
     from mutransfer.analysis.plots import _grid, _star
-    from mutransfer.analysis.plotstyle import plt
 
     fig, axes = _grid(1)
     assert fig.get_size_inches()[0] >= 6
     _star(axes[0], pd.Series({"lr_opt": 0.01, "loss_at_opt": 2.5, "edge": True}), 3.0, "red")
     star = axes[0].lines[-1]
-    plt.close(fig)
     assert star.get_markeredgecolor() == "red" and star.get_markerfacecolor() == "white"

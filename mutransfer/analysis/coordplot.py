@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.fs as pafs
 from matplotlib.lines import Line2D
 
-from mutransfer.analysis.plotstyle import plt, save, width_axis
+from mutransfer.analysis.plotstyle import colormap, save, subplots, width_axis
 from mutransfer.results.fs import join
 from mutransfer.results.store import Store
 
@@ -29,7 +29,7 @@ def quantity_styles(quantities: list[str]) -> dict[str, dict]:
     """Colour, marker and line style per activation, no two alike; past ten, tab20's dark
     shades first and then its light ones (in its own order a light shade followed its dark
     one: block_out and conv in one orange)."""
-    cmap = plt.get_cmap("tab20")
+    cmap = colormap("tab20")
     return {q: {"color": cmap((2 * i) % 20 + (2 * i // 20) % 2),
                 "marker": MARKERS[i % len(MARKERS)],
                 "ls": DASHES[(i // len(MARKERS)) % len(DASHES)]}
@@ -75,7 +75,7 @@ def plot_coord_check(df: pd.DataFrame, path: Path, axis: str = "width") -> Path:
     quantities = sorted(summ["quantity"].unique())
     styles = quantity_styles(quantities)
     widths = sorted(int(w) for w in summ[axis].unique())
-    fig, axes = plt.subplots(2, len(panels), squeeze=False, sharex=True,
+    fig, axes = subplots(2, len(panels), squeeze=False, sharex=True,
                              figsize=(3.6 * len(panels) + 2.0, 6.4))
     for j, ((param, opt), rows) in enumerate(panels):
         for i, (col, what) in enumerate([("rms", "RMS of h"), ("drms", "RMS of Δh")]):

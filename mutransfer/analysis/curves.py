@@ -11,7 +11,14 @@ from matplotlib.colors import Normalize
 from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import Prepared, as_key, axis_values, family_label
-from mutransfer.analysis.plotstyle import fit_suptitle, pad_limits, plt, save
+from mutransfer.analysis.plotstyle import (
+    ScalarMappable,
+    colormap,
+    fit_suptitle,
+    pad_limits,
+    save,
+    subplots,
+)
 
 LINE_STYLE = {TRAINED: "-", PARTIAL: ":", DIVERGED: "--"}
 TITLE_CHARS = 36  # characters of a panel title's line that fit a panel at 8 points
@@ -59,7 +66,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
     widths = sorted(curves["width"].unique())
     log2_lrs = a.choice.coord(curves["lr"].to_numpy())
     norm = Normalize(log2_lrs.min(), log2_lrs.max() if np.ptp(log2_lrs) else log2_lrs.min() + 1)
-    cmap = plt.get_cmap("plasma")
+    cmap = colormap("plasma")
     lo, hi = curve_limits(curves)
     # one line per axis (a `param` axis: per entry that differs): long names fit
     among = axis_values(a.cells, a.axes)
@@ -67,7 +74,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
     title_lines = 1 + max(t.count("\n") + 1 for t in titles.values())  # and the width
     longest = max(len(line) for t in titles.values() for line in t.split("\n"))
     title_size = min(8.0, 8.0 * TITLE_CHARS / longest)  # a long entry would reach the next
-    fig, axes = plt.subplots(len(fams), len(widths), squeeze=False, sharex=True, sharey=True,
+    fig, axes = subplots(len(fams), len(widths), squeeze=False, sharex=True, sharey=True,
                              figsize=(2.6 * len(widths) + 1.2,
                                       (1.9 + 0.15 * title_lines) * len(fams) + 0.8),
                              layout="constrained")
@@ -92,7 +99,7 @@ def plot_training_curves(a: Analysis, prep: Prepared, steps: pd.DataFrame,
                 ax.set_xlabel("step", fontsize=8)
             if j == 0:
                 ax.set_ylabel(curves.attrs["loss_col"].replace("_", " "), fontsize=8)
-    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8,
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8,
                        pad=0.02)
     bar.set_label("learning rate (log2)" if a.choice.target == "lr" else
                   f"{a.choice.target_label}" + (" (log2)" if a.choice.log else ""))

@@ -23,8 +23,8 @@ from mutransfer.analysis.plotstyle import (
     log2_axis,
     pad_limits,
     place_legend,
-    plt,
     save,
+    subplots,
     width_axis,
     width_colors,
 )
@@ -84,7 +84,7 @@ def _grid(n: int, max_cols: int = 3, size: tuple[float, float] = (4.6, 3.6), **k
     size = (6.4, 4.4) if n == 1 else size
     cols = min(n, max_cols)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
+    fig, axes = subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
                              squeeze=False, layout="constrained", **kw)
     flat = list(axes.flat)
     for ax in flat[n:]:
@@ -291,7 +291,7 @@ def _interval_text(lo: float, hi: float) -> str:
 
 def plot_lr_opt(a: Analysis, path: Path) -> Path:
     """lr* against width per family, with their intervals and the fitted drift lines."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, ax = subplots(figsize=(6.4, 4.6))
     fams = families(a, a.lr_opt)
     colors = family_colors([lab for lab, _ in fams])
     drift_by = dict(families(a, a.drift))
@@ -363,7 +363,7 @@ def interval_source(a: Analysis) -> str:
 def plot_stability(a: Analysis, path: Path) -> Path:
     """Per family: the bracket [largest LR where every seed trained, smallest where any seed
     diverged], its geometric mean, and the smallest LR where every seed diverged (x)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, ax = subplots(figsize=(6.4, 4.6))
     fams = families(a, a.stability)
     colors = family_colors([lab for lab, _ in fams])
     slope_by = dict(families(a, a.stability_slope))

@@ -1,30 +1,47 @@
-"""Shared figure helpers: the Agg backend, colours by width, log2 axes, saving."""
+"""Shared figure helpers: figures on an Agg canvas of their own, colours by width, log2 axes,
+saving."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-matplotlib.use("Agg")  # files only: no display, no GUI toolkit
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+__all__ = ["ScalarMappable"]  # for the colour bars of the figure modules
 
 DPI = 120
 
 
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, layout=None, **kw):
+    """pyplot.subplots without pyplot: the figure is drawn on an Agg canvas of its own (files
+    only: no display, no GUI toolkit), and the process's backend and figure list stay the
+    caller's. Before, importing this module set the process's backend to Agg
+    (matplotlib.use), so a notebook that had called make_plots or coord_check showed none of
+    its own figures after (plt.show(): 'FigureCanvasAgg is non-interactive')."""
+    fig = Figure(figsize=figsize, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(nrows, ncols, **kw)
+
+
+def colormap(name: str):
+    return colormaps[name]
+
+
 def width_colors(widths: list[int]) -> dict[int, tuple]:
     """Widths coloured along viridis in log2 order (dark = narrow, yellow = wide)."""
-    cmap = plt.get_cmap("viridis")
+    cmap = colormap("viridis")
     n = len(widths)
     return {w: cmap(0.1 + 0.8 * (i / max(n - 1, 1))) for i, w in enumerate(sorted(widths))}
 
 
 def family_colors(labels: list[str]) -> dict[str, tuple]:
-    cmap = plt.get_cmap("tab10")
+    cmap = colormap("tab10")
     return {lab: cmap(i % 10) for i, lab in enumerate(labels)}
 
 
@@ -109,6 +126,5 @@ def pad_limits(lo: float, hi: float, frac: float = 0.05) -> tuple[float, float]:
 
 def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # no pyplot: freed with its last reference
     return path

@@ -17,8 +17,8 @@ from mutransfer.analysis.plotstyle import (
     family_colors,
     log2_axis,
     place_legend,
-    plt,
     save,
+    subplots,
 )
 
 
@@ -97,7 +97,7 @@ def plot_scale_optima(a: Analysis, path: Path) -> Path:
     """A panel per scale axis: the optimum against that axis, a line per family and value of
     the other scale axes, with the intervals; the legend gives each line's drift."""
     scale_cols = a.prepared.scale_cols
-    fig, axes = plt.subplots(1, len(scale_cols), figsize=(6.4 * len(scale_cols), 4.8),
+    fig, axes = subplots(1, len(scale_cols), figsize=(6.4 * len(scale_cols), 4.8),
                              squeeze=False, layout="constrained")
     for ax, scale_col in zip(axes[0], scale_cols):
         _panel(a, ax, scale_col)
@@ -113,7 +113,7 @@ def plot_law(a: Analysis, path: Path) -> Path | None:
         return None
     c = a.choice
     pool = a.prepared.pool_cols
-    fig, ax = plt.subplots(figsize=(6.0, 5.4), layout="constrained")
+    fig, ax = subplots(figsize=(6.0, 5.4), layout="constrained")
     fams = list(pts.groupby(pool, sort=True, dropna=False))
     colors = family_colors([str(as_key(k)) for k, _ in fams])
     coef = a.law.coef
