@@ -6,6 +6,7 @@ worker output are switched off (worker output remains in Ray's session logs).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -304,12 +305,38 @@ def check_running(ray, address: str | None, num_cpus: int | None,
 
 
 def _same_place(a: str, b: str) -> bool | None:
-    """Whether two HOST:PORT addresses name one place (hosts compared by their IPv4 address);
-    None when either cannot be read."""
+    """Whether two HOST:PORT addresses name one place (hosts compared by their IPv4 address,
+    this machine's loopback and its own addresses as one: Ray reports a local cluster at the
+    node's address, e.g. 192.0.2.2:6379, which a notebook reached as 127.0.0.1:6379 and was
+    refused as another cluster); None when either cannot be read."""
     (host_a, port_a), (host_b, port_b) = host_port(a), host_port(b)
     if port_a is None or port_b is None:
         return None
-    return port_a == port_b and _ip(host_a) == _ip(host_b)
+    ip_a, ip_b = _ip(host_a), _ip(host_b)
+    return port_a == port_b and (ip_a == ip_b or (_is_here(ip_a) and _is_here(ip_b)))
+
+
+def _is_here(ip: str) -> bool:
+    """Whether an address is this machine's: loopback, or one of its own addresses."""
+    return ip.startswith("127.") or ip == "::1" or ip in _own_addresses()
+
+
+@functools.cache
+def _own_addresses() -> frozenset[str]:
+    """This machine's addresses: its host name's, and the one it reaches other hosts from
+    (what Ray reports as the node's IP; a UDP socket's connect sends nothing)."""
+    own: set[str] = set()
+    try:
+        own.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed to anyone
+            own.add(probe.getsockname()[0])
+    except OSError:
+        pass
+    return frozenset(own)
 
 
 def _ip(host: str) -> str:
