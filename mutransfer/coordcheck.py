@@ -60,9 +60,8 @@ class CoordResult:
         return str(table.loc[param, "verdict"])
 
     def strict_failures(self) -> list[str]:
-        """Expectations broken: a feature-learning parameterization FAILs, sp PASSes, or either
-        is INCONCLUSIVE."""
-        return strict_failures(self.verdicts)
+        """Expectations broken (coordverdict.strict_failures, by the check's axis)."""
+        return strict_failures(self.verdicts, "n_layer" if self.settings.depths else "width")
 
     def summary(self) -> str:
         """What was run, in one line."""

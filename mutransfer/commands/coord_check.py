@@ -76,7 +76,8 @@ def add_arguments(p, name: str) -> None:
                    "(default: %(default)s)")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when a feature-learning parameterization fails, sp passes, or "
-                   "either is inconclusive (default: off)")
+                   "either is inconclusive; a depth check: when any fails or is inconclusive "
+                   "(default: off)")
 
 
 def _parse_overrides(items: list[str]) -> dict:

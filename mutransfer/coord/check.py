@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from pydantic import TypeAdapter, ValidationError
 
+from mutransfer.config import BUILTIN_ARCHS
 from mutransfer.configbase import MAX_INT
 from mutransfer.coord.settings import DEFAULT_LR, MIN_WIDTH, CoordSettings
 from mutransfer.errors import UserError
@@ -30,6 +31,7 @@ def check_settings(s: CoordSettings, name: Callable[[str], str] = str) -> None:
             raise UserError(f"{name('widths')}: give at least two different widths")
         if s.n_layer < 1:
             raise UserError(f"{name('n_layer')}: must be at least 1, got {s.n_layer}")
+    _check_factory_depth(s, name)
     if min(s.widths) < MIN_WIDTH:  # a depth check's one width is --width
         raise UserError(f"{name('width' if s.depths else 'widths')}: {min(s.widths)} is "
                         f"below the minimum width "
@@ -81,6 +83,22 @@ def _check_depths(s: CoordSettings, name: Callable[[str], str]) -> None:
         raise UserError(f"{name('depth_param')}: this version has no param.depth (depth "
                         "parameterizations are not installed); leave it out to check the "
                         "model as it is")
+
+
+def _check_factory_depth(s: CoordSettings, name: Callable[[str], str]) -> None:
+    """A `package.module:factory` arch takes its depth from model.options, not n_layer (which
+    only a depth parameterization reads): say so naming the option given, not as the trial
+    config's "model.n_layer is not used" (which named neither --n-layer nor --depths)."""
+    arch = (s.model or {}).get("arch", "mamba")
+    if not isinstance(arch, str) or arch in BUILTIN_ARCHS:
+        return
+    if not s.depths and s.n_layer != CoordSettings.n_layer:
+        raise UserError(f"{name('n_layer')}: arch {arch} takes its depth from model.options "
+                        f"(e.g. {name('model')} options.n_layer={s.n_layer}), not n_layer")
+    if s.depths and s.depth_param in (None, "none"):
+        raise UserError(f"{name('depths')}: arch {arch} takes its depth from model.options; "
+                        f"only a depth parameterization reads n_layer, so a depth check of it "
+                        f"needs {name('depth_param')}")
 
 
 _SETTINGS = TypeAdapter(CoordSettings)
