@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from matplotlib.figure import Figure
 from xdist.scheduler import LoadScopeScheduling
 
 from mutransfer.data.base import DataSpec
@@ -235,3 +236,18 @@ def small_tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Each figure a plot saves, by file name (read back after it is closed): the figure tests
+    read its artists to compare them with the tables."""
+    figs: dict[str, Figure] = {}
+    save = Figure.savefig
+
+    def keep(fig, path, *args, **kw):
+        figs[Path(path).name] = fig
+        return save(fig, path, *args, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return figs

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from mutransfer.errors import UserError
 from mutransfer.results.store import read_tables
-from mutransfer.sweep.plan.cells import load_plan
+from mutransfer.sweep.plan.cells import build_plan, load_plan
+from mutransfer.sweep.plan.spec import SweepSpec
 from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 EVAL_EVERY = 5
@@ -107,3 +109,12 @@ def transfer_search_results(root: Path, widths=(64, 128, 256, 512), seeds=(0, 1)
     t.trials = tr
     t.steps = t.steps[t.steps.trial_id.isin(tr.trial_id)]
     return write_results(root, t)
+
+
+def plan_accepts(doc: dict) -> bool:
+    """Whether a sweep document builds a plan (what `mutransfer sweep` would refuse: False)."""
+    try:
+        build_plan(SweepSpec.model_validate(doc))
+    except (UserError, ValueError):
+        return False
+    return True

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from mutransfer.errors import UserError
-from mutransfer.sweep.plan.cells import build_plan
-from mutransfer.sweep.plan.spec import SweepSpec, json_schema
+from mutransfer.sweep.plan.spec import json_schema
+from tests.sweeps import plan_accepts
 
 BASE: dict[str, Any] = {
     "name": "schema-paths",
@@ -42,17 +41,10 @@ CASES = [
 ]
 
 
-def _plan_accepts(doc: dict[str, Any]) -> bool:
-    try:
-        build_plan(SweepSpec.model_validate(doc))
-    except (UserError, ValueError):
-        return False
-    return True
-
 
 @pytest.mark.parametrize("axes", CASES, ids=lambda a: json.dumps(a))
 def test_the_schema_takes_a_shortcuts_dotted_path_as_it_takes_the_shortcut(axes):
     jsonschema = pytest.importorskip("jsonschema")  # a dependency of ray
     doc = {**BASE, "axes": axes}
     errors = list(jsonschema.Draft202012Validator(json_schema()).iter_errors(doc))
-    assert (not errors) == _plan_accepts(doc), [e.message for e in errors]
+    assert (not errors) == plan_accepts(doc), [e.message for e in errors]

@@ -3,11 +3,9 @@
 outermost LRs that trained. On a one-octave grid the fit weighs points up to 5 octaves from
 lr*, and the curve stopped at 2.5 (the least window), half-way to them."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
 from mutransfer.analysis import analyze, make_plots
 from mutransfer.analysis.fit import WINDOW_STEPS
@@ -15,20 +13,6 @@ from mutransfer.analysis.plotstyle import width_colors
 from tests.synthetic_sweeps import Planted, synthetic_tables, write_results
 
 GRID = [2.0**e for e in range(-16, -1)]  # one octave apart, 15 LRs
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Each figure the plot saves, by file name (read back after it is closed)."""
-    figs: dict[str, Figure] = {}
-    save = Figure.savefig
-
-    def keep(fig, path, *args, **kw):
-        figs[Path(path).name] = fig
-        return save(fig, path, *args, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figs
 
 
 def test_the_fitted_curve_reaches_across_the_window_the_fit_used(tmp_path, drawn):

@@ -2,29 +2,13 @@
 (the lr* table's ci_method "fit"), and its legend says so; it said "seeds' jackknife", a
 source a store of one seed cannot have."""
 
-from pathlib import Path
 
-import pytest
 from matplotlib.figure import Figure
 
 from mutransfer.analysis import analyze, make_plots
 from mutransfer.analysis.intervals import INTERVAL_SOURCE
 from tests.sweeps import LR_GRID, MUP, SP
 from tests.synthetic_sweeps import synthetic_tables, write_results
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Each figure the plot saves, by file name (read back after it is closed)."""
-    figs: dict[str, Figure] = {}
-    save = Figure.savefig
-
-    def keep(fig, path, *args, **kw):
-        figs[Path(path).name] = fig
-        return save(fig, path, *args, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figs
 
 
 def _bars_title(fig: Figure) -> str:

@@ -2,29 +2,13 @@
 the stability edge, the usual place of an SP optimum) is drawn inside the loss axis, where the
 legend says its diamond is, not clipped off the bottom of the panel."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
 from mutransfer.analysis import analyze, make_plots
 from tests.sweeps import LR_GRID, MUP
 from tests.synthetic_sweeps import synthetic_tables, write_results
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Each figure the plot saves, by file name (read back after it is closed)."""
-    figs: dict[str, Figure] = {}
-    save = Figure.savefig
-
-    def keep(fig, path, *args, **kw):
-        figs[Path(path).name] = fig
-        return save(fig, path, *args, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figs
 
 
 def test_a_partial_lr_below_every_trained_lr_is_inside_the_loss_axis(tmp_path, drawn):

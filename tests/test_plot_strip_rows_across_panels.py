@@ -3,30 +3,13 @@ the same row in every panel. A family that did not run the narrowest width drew 
 width's diverged x one row lower than the panels beside it, which share its y axis: width
 128's marks stood in the row width 64 has next door."""
 
-from pathlib import Path
 
 import numpy as np
-import pytest
-from matplotlib.figure import Figure
 
 from mutransfer.analysis import analyze, make_plots
 from mutransfer.analysis.plotstyle import width_colors
 from tests.sweeps import LR_GRID, MUP, SP
 from tests.synthetic_sweeps import synthetic_tables, write_results
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Each figure the plot saves, by file name (read back after it is closed)."""
-    figs: dict[str, Figure] = {}
-    save = Figure.savefig
-
-    def keep(fig, path, *args, **kw):
-        figs[Path(path).name] = fig
-        return save(fig, path, *args, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figs
 
 
 def test_a_width_keeps_its_strip_row_in_a_panel_that_lacks_a_narrower_width(tmp_path, drawn):

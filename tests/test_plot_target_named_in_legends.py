@@ -2,10 +2,8 @@
 are named after the target, as every other label of those figures is: a weight-decay or
 lr_mult sweep's legend called its optimum "lr*" and its largest value run "largest LR"."""
 
-from pathlib import Path
 
 import numpy as np
-import pytest
 from matplotlib.figure import Figure
 
 from mutransfer.analysis import analyze, make_plots
@@ -13,20 +11,6 @@ from tests.synthetic_axes import axes_tables
 from tests.synthetic_sweeps import write_results
 
 TARGET = "param.overrides.ssm_B.lr_mult"
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Each figure the plot saves, by file name (read back after it is closed)."""
-    figs: dict[str, Figure] = {}
-    save = Figure.savefig
-
-    def keep(fig, path, *args, **kw):
-        figs[Path(path).name] = fig
-        return save(fig, path, *args, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figs
 
 
 def _legend(fig: Figure) -> list[str]:

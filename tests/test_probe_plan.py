@@ -28,6 +28,7 @@ from mutransfer.sweep.plan.cells import build_plan
 from mutransfer.sweep.plan.identity import canonical_json, trial_id
 from mutransfer.sweep.plan.packing import check_fit
 from mutransfer.sweep.plan.spec import SweepSpec, json_schema, load_spec
+from tests.sweeps import plan_accepts
 
 BASE: dict[str, Any] = {
     "name": "probe",
@@ -229,20 +230,13 @@ SCHEMA_CASES = [  # (a sweep file's top-level keys as an editor (YAML 1.2) reads
 ]
 
 
-def _plan_accepts(doc: dict[str, Any]) -> bool:
-    try:
-        build_plan(SweepSpec.model_validate(doc))
-    except (UserError, ValueError):
-        return False
-    return True
-
 
 @pytest.mark.parametrize("top", SCHEMA_CASES, ids=lambda t: json.dumps(t)[:60])
-def test_the_schema_accepts_exactly_what_the_plan_accepts(top):
+def test_the_schema_accepts_exactly_what_theplan_accepts(top):
     jsonschema = pytest.importorskip("jsonschema")  # a dependency of ray
     errors = list(jsonschema.Draft202012Validator(json_schema()).iter_errors(
         {**BASE, **top}))
-    assert (not errors) == _plan_accepts({**BASE, **_as_yaml11(top)}), [e.message for e in errors]
+    assert (not errors) == plan_accepts({**BASE, **_as_yaml11(top)}), [e.message for e in errors]
 
 
 def _as_yaml11(value: Any) -> Any:
