@@ -52,5 +52,6 @@ def check_size(spec: SweepSpec, source: str, max_cells: int | None) -> int:
     if n > limit:
         unit = "trials" if spec.search.adaptive else "cells"
         raise UserError(f"{source}: {n:,} {unit}, more than the limit of {limit:,}; check the "
-                        f"axes, or raise the limit with --max-cells {n}")
+                        f"axes, or raise the limit with --max-cells {n} (from Python: "
+                        f"max_cells={n})")
     return n
