@@ -283,11 +283,8 @@ def check_data_present(plan: Plan) -> None:
             # only where the files are absent: a file that is there but malformed (UTF-16, a
             # NUL byte, too short) needs another fix than putting it there
             missing = isinstance(exc, DataMissing)
-            # a sweep given as a mapping (the Python API) has no file, nor comment, to see
-            comment = " (see the comment at the top of the sweep file)" \
-                if plan.source.endswith((".yaml", ".yml")) else ""
-            hint = (f"; put the data at {path}{comment} or change data.path"
-                    if missing and path else "")
+            hint = (f"; put the data at {path} (see the comment at the top of the sweep "
+                    f"file) or change data.path") if missing and path else ""
             error = DataMissing if missing else UserError  # a caller may add hints of its own
             raise error(f"{plan.source}: data: {exc}{hint}") from None
     try:  # after the batches: a missing file is named as missing first
