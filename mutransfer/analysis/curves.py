@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from mutransfer.analysis.cells import DIVERGED, PARTIAL, TRAINED
 from mutransfer.analysis.core import Analysis
 from mutransfer.analysis.groups import Prepared, as_key, axis_values, family_label
 from mutransfer.analysis.plotstyle import (
-    ScalarMappable,
     colormap,
     fit_suptitle,
     pad_limits,

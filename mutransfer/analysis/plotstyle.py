@@ -9,11 +9,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-__all__ = ["ScalarMappable"]  # for the colour bars of the figure modules
 
 DPI = 120
 

@@ -336,7 +336,7 @@ def _fits_cluster(plan, path: str, cap) -> None:
     try:
         _resources(plan).check(cap)
         check_fits_in([u.config for u in (plan.groups or plan.cells)], cap.memory,
-                      f"the largest of the cluster's {cap.nodes} node(s)")
+                      cap.largest)
     except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
 

@@ -51,6 +51,11 @@ class Capacity:
     nodes: int
     memory: float | None = None  # bytes: Ray's `memory` and object store of the node
 
+    @property
+    def largest(self) -> str:
+        """How a refusal names the node a trial is held to."""
+        return f"the largest of the cluster's {self.nodes} node(s)"
+
 
 def is_remote_address(address: str | None) -> bool:
     """An address that may put workers on other machines: anything but a local Ray this

@@ -101,8 +101,7 @@ class ResourcesFor:
                                            ("gpu", cap.gpus, "gpus_per_trial")):
                 if need[kind] > have + 1e-9:
                     raise UserError(f"resources.{field_name}: a trial needs {need[kind]:g} "
-                                    f"{kind.upper()}s but the largest of the cluster's "
-                                    f"{cap.nodes} node(s) has {have:g}")
+                                    f"{kind.upper()}s but {cap.largest} has {have:g}")
 
 
 def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOutcome:
@@ -115,7 +114,7 @@ def execute(plan: Plan, store: Store, work: Work, options: RunOptions) -> RunOut
         if options.address not in (None, "local"):  # a run here: checked before Ray started
             try:
                 check_fits_in([u.config for u in [*work.cells, *work.groups]], cap.memory,
-                              f"the largest of the cluster's {cap.nodes} node(s)")
+                              cap.largest)
             except UserError as exc:
                 raise UserError(f"{plan.source}: {exc}") from None
         if is_remote_address(options.address):
