@@ -7,7 +7,8 @@
 #
 # Steps, most wanted first: the GPU tests (pytest -m gpu); the scan kernels' registers,
 # spills and instructions per element under this machine's triton (seconds, no GPU: what a
-# short scan figure is read against); mutransfer doctor (each scan
+# short scan figure is read against); one sweep cell trained twice per scan backend, its
+# losses compared bit for bit (benchmarks/gpu_repro.py); mutransfer doctor (each scan
 # backend, mamba_ssm's too once built, against the reference, timed; auto's choice);
 # benchmarks/scan.py (the scan table); benchmarks/train_gpu.py (tokens/s beside mamba_ssm);
 # benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
@@ -51,6 +52,7 @@ command -v mutransfer > /dev/null 2>&1 || MT="$PY -m mutransfer.cli"
 STEPS=(
   "gpu-tests|$PY -m pytest -m gpu -q -p no:cacheprovider"
   "compile-check|$PY -m mutransfer.ops.triton_compile_check --dtype bf16"
+  "gpu-repro|$PY benchmarks/gpu_repro.py --steps 100"
   "wait-cuda-refs|wait_cuda_refs"
   "doctor|$MT doctor"
   "scan|$PY benchmarks/scan.py --json \$OUT/scan.json"
@@ -85,29 +87,38 @@ export OUT
 SUMMARY="$OUT/summary.md"
 
 KIT_LINE="none"
-BUILD_PID=""
+BUILD_PIDS=()
 if [[ -d .devkit ]]; then
   # shellcheck source=benchmarks/device_setup.sh
   if . benchmarks/device_setup.sh .devkit > "$OUT/device-setup.log" 2>&1; then
     KIT_LINE="$(tail -n 1 "$OUT/device-setup.log")"
     if ! "$PY" -c "import selective_scan_cuda" 2>/dev/null && [[ -d .devkit/src/mamba ]]; then
-      "$PY" benchmarks/build_cuda_refs.py --src .devkit/src --out "$DEVKIT_BUILD" \
+      # the two extensions in two processes at once: each compiles its files in parallel, and
+      # the scan's ten are done before the conv's four would start one after the other
+      MAX_JOBS=$(( $(nproc) - 6 > 4 ? $(nproc) - 6 : 4 )) "$PY" benchmarks/build_cuda_refs.py \
+        --src .devkit/src --out "$DEVKIT_BUILD" --only selective_scan_cuda \
         > "$OUT/build-cuda-refs.log" 2>&1 &
-      BUILD_PID=$!
+      BUILD_PIDS+=($!)
+      MAX_JOBS=4 "$PY" benchmarks/build_cuda_refs.py --src .devkit/src --out "$DEVKIT_BUILD" \
+        --only causal_conv1d_cuda > "$OUT/build-cuda-refs-conv.log" 2>&1 &
+      BUILD_PIDS+=($!)
     fi
   else
     KIT_LINE="failed: $(tail -n 1 "$OUT/device-setup.log")"
   fi
 fi
-wait_cuda_refs() {  # the background build's outcome, waited for no longer than the deadline
-  if [[ -z "$BUILD_PID" ]]; then echo "no build of the reference kernels was started"; return 0; fi
-  while kill -0 "$BUILD_PID" 2>/dev/null && (( $(date +%s) < DEADLINE )); do sleep 2; done
-  if kill -0 "$BUILD_PID" 2>/dev/null; then
-    kill "$BUILD_PID"
-    echo "the build of the reference kernels was still running at the deadline: stopped"
-  fi
-  wait "$BUILD_PID"; local rc=$?
-  cat "$OUT/build-cuda-refs.log"
+wait_cuda_refs() {  # the background builds' outcome, waited for no longer than the deadline
+  if [[ ${#BUILD_PIDS[@]} == 0 ]]; then echo "no build of the reference kernels was started"; return 0; fi
+  local pid rc=0
+  for pid in "${BUILD_PIDS[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && (( $(date +%s) < DEADLINE )); do sleep 2; done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid"
+      echo "a build of the reference kernels was still running at the deadline: stopped"
+    fi
+    wait "$pid" || rc=$?
+  done
+  cat "$OUT/build-cuda-refs.log" "$OUT/build-cuda-refs-conv.log"
   return $rc
 }
 

@@ -1,20 +1,22 @@
 """Selective-scan benchmark (CUDA): the `triton` backend beside mamba_ssm's CUDA kernel.
 
-At batch 8, d_inner in {1536, 3072}, L in {1024, 4096} and batch 4, d_inner 2048, L 2048;
-n = 16, bf16 activations (u, Δ, z, B, C; A, D and the Δ bias float32, as Mamba passes them),
-Δ bias + softplus, D and z on, identical values for every implementation:
+At the LM's shapes (batch 8, L 2048, d_inner 512 to 4096; batch 16, L 1024, d_inner 1024 and
+4096), n = 16, bf16 and fp32 activations (u, Δ, z, B, C; A, D and the Δ bias float32, as
+Mamba passes them), Δ bias + softplus, D and z on, identical values for every implementation:
 
 - triton on the layout Mamba's mixer hands it ((batch, L, ·) buffers passed as transposed
   views: "bld") and on contiguous (batch, dim, L) tensors ("bdl");
 - state-spaces/mamba's `selective_scan_fn` (mamba_ssm, its CUDA build) on contiguous
   (batch, dim, L) tensors, its own layout, when installed; the ratio columns are
   mamba time / triton time (above 1: triton is faster). Without it, the run says so;
-- forward and forward+backward (all eight gradients) times: median of CUDA-event timings
-  after warm-up; peak memory of one forward+backward (torch.cuda.max_memory_allocated,
-  inputs included); the least DRAM traffic (`floor_bytes`) as a share of the measured
-  device-to-device copy bandwidth; `--chunked` adds the `chunked` backend.
+- forward, forward+backward (all eight gradients) and their difference (the backward) times:
+  median of CUDA-event timings after warm-up; peak memory of one forward+backward
+  (torch.cuda.max_memory_allocated, inputs included); the least DRAM traffic (`floor_bytes`)
+  as a share of the measured device-to-device copy bandwidth; `--chunked` adds the
+  `chunked` backend.
 
-    python benchmarks/scan.py                 # the table (about a minute on an H100)
+    python benchmarks/scan.py                 # the table, bf16 and fp32 (a minute or two)
+    python benchmarks/scan.py --dtypes bf16   # one activation dtype
     python benchmarks/scan.py --quick         # one shape, few repetitions
     python benchmarks/scan.py --sweep         # triton launch configurations, one shape
     python benchmarks/scan.py --json out.json # also write the rows
@@ -40,8 +42,8 @@ from mutransfer.ops.triton_scan import ScanConfig, selective_scan_triton  # noqa
 
 DEVICE = "cuda"
 N_STATE = 16
-FULL_SHAPES = [(8, 1536, 1024), (8, 1536, 4096), (8, 3072, 1024), (8, 3072, 4096),
-               (4, 2048, 2048)]
+FULL_SHAPES = [(8, 512, 2048), (8, 1024, 2048), (8, 2048, 2048), (8, 4096, 2048),
+               (16, 1024, 1024), (16, 4096, 1024)]
 QUICK_SHAPES = [(8, 1536, 1024)]
 SWEEP = [
     ScanConfig(),
@@ -55,6 +57,7 @@ SWEEP = [
     ScanConfig(ckpt_steps=128),
 ]
 NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def floor_bytes(batch: int, dim: int, n: int, L: int, act_bytes: int = 2) -> dict[str, int]:
@@ -96,12 +99,13 @@ def copy_bandwidth_gbs(gib: float = 2.0, reps: int = 20) -> float:
     return 2 * src.numel() / (ms * 1e-3) / 1e9
 
 
-def make_inputs(batch: int, dim: int, n: int, L: int, seed: int = 0) -> tuple[dict, torch.Tensor]:
-    """Mamba-like inputs in (batch, dim, L) contiguous tensors and dout: bf16 activations,
+def make_inputs(batch: int, dim: int, n: int, L: int, seed: int = 0,
+                act: torch.dtype = torch.bfloat16) -> tuple[dict, torch.Tensor]:
+    """Mamba-like inputs in (batch, dim, L) contiguous tensors and dout: `act` activations,
     A = -(1..n) per channel, Δ bias log(expm1(0.01)) (Δ about 0.01)."""
     g = torch.Generator(device=DEVICE).manual_seed(seed)
 
-    def rnd(*shape, dtype=torch.bfloat16):
+    def rnd(*shape, dtype=act):
         return torch.randn(*shape, generator=g, device=DEVICE).to(dtype)
 
     A = -torch.arange(1, n + 1, device=DEVICE, dtype=torch.float32).repeat(dim, 1)
@@ -168,6 +172,7 @@ def timing(scan: Callable, x: dict, dout: torch.Tensor, args) -> Timing | None:
 
 @dataclass
 class Row:
+    dtype: str
     batch: int
     d_inner: int
     L: int
@@ -184,8 +189,8 @@ class Row:
 
 
 def bench_shape(batch: int, dim: int, L: int, copy_gbs: float, args, config: ScanConfig,
-                mamba_fn: Callable | None) -> Row:
-    x, dout = make_inputs(batch, dim, N_STATE, L)
+                mamba_fn: Callable | None, dtype: str = "bf16") -> Row:
+    x, dout = make_inputs(batch, dim, N_STATE, L, act=DTYPES[dtype])
     triton = lambda *a, **k: selective_scan_triton(*a, **k, config=config)  # noqa: E731
     x_bld, dout_bld = channels_last(x, dout)
     bld = timing(triton, leaves(x_bld), dout_bld, args)
@@ -195,30 +200,39 @@ def bench_shape(batch: int, dim: int, L: int, copy_gbs: float, args, config: Sca
     if args.chunked:
         scan = lambda *a, **k: selective_scan(*a, **k, backend="chunked")  # noqa: E731
         chunked = timing(scan, leaves(x), dout, argparse.Namespace(warmup=1, reps=3))
-    floor = floor_bytes(batch, dim, N_STATE, L)["fwd_bwd"]
+    floor = floor_bytes(batch, dim, N_STATE, L, DTYPES[dtype].itemsize)["fwd_bwd"]
     share = floor / (bld.fwd_bwd_ms * 1e-3) / 1e9 / copy_gbs
-    return Row(batch, dim, L, bld, bdl, mamba, chunked, share)
+    return Row(dtype, batch, dim, L, bld, bdl, mamba, chunked, share)
 
 
 def _ms(t: Timing | None, field: str) -> str:
-    return "-" if t is None else f"{getattr(t, field):.3f}"
+    if t is None:
+        return "-"
+    if field == "bwd_ms":  # the backward alone: forward+backward less the forward
+        return f"{t.fwd_bwd_ms - t.fwd_ms:.3f}"
+    return f"{getattr(t, field):.3f}"
 
 
 def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
     print(f"\ndevice: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
-          f"copy bandwidth: {copy_gbs:.0f} GB/s  n={N_STATE}, bf16, Δ softplus, D and z on")
-    head = ["b d L", "triton bld fwd ms", "triton bld f+b ms", "triton bdl fwd ms",
-            "triton bdl f+b ms", "mamba fwd ms", "mamba f+b ms", "mamba/triton fwd",
-            "mamba/triton f+b", "triton peak MiB", "mamba peak MiB", "f+b % of copy"]
+          f"copy bandwidth: {copy_gbs:.0f} GB/s  n={N_STATE}, Δ softplus, D and z on")
+    head = ["dtype", "b d L", "triton bld fwd ms", "triton bld bwd ms", "triton bld f+b ms",
+            "triton bdl f+b ms", "mamba fwd ms", "mamba bwd ms", "mamba f+b ms",
+            "mamba/triton fwd", "mamba/triton bwd", "mamba/triton f+b", "triton peak MiB",
+            "mamba peak MiB", "f+b % of copy"]
     if rows and rows[0].chunked is not None:
         head.append("chunked f+b ms")
     print(" | ".join(head))
     for r in rows:
         fwd, both = r.ratio("fwd_ms"), r.ratio("fwd_bwd_ms")
-        cells = [f"{r.batch} {r.d_inner} {r.L}", _ms(r.triton_bld, "fwd_ms"),
-                 _ms(r.triton_bld, "fwd_bwd_ms"), _ms(r.triton_bdl, "fwd_ms"),
+        bwd = None if r.mamba is None else (
+            (r.mamba.fwd_bwd_ms - r.mamba.fwd_ms)
+            / (r.triton_bld.fwd_bwd_ms - r.triton_bld.fwd_ms))
+        cells = [r.dtype, f"{r.batch} {r.d_inner} {r.L}", _ms(r.triton_bld, "fwd_ms"),
+                 _ms(r.triton_bld, "bwd_ms"), _ms(r.triton_bld, "fwd_bwd_ms"),
                  _ms(r.triton_bdl, "fwd_bwd_ms"), _ms(r.mamba, "fwd_ms"),
-                 _ms(r.mamba, "fwd_bwd_ms"), "-" if fwd is None else f"{fwd:.2f}",
+                 _ms(r.mamba, "bwd_ms"), _ms(r.mamba, "fwd_bwd_ms"),
+                 "-" if fwd is None else f"{fwd:.2f}", "-" if bwd is None else f"{bwd:.2f}",
                  "-" if both is None else f"{both:.2f}", f"{r.triton_bld.peak_mib:.0f}",
                  "-" if r.mamba is None else f"{r.mamba.peak_mib:.0f}",
                  f"{100 * r.floor_fwd_bwd_of_copy:.0f}%"]
@@ -262,6 +276,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES),
+                   help="activation dtypes of the table (default: bf16 fp32)")
     args = p.parse_args(argv)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     args.reps = args.reps if args.reps is not None else (5 if args.quick else 20)
@@ -281,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         sweep(copy_gbs, args, mamba_fn)
         return 0
-    rows = [bench_shape(b, d, L, copy_gbs, args, ScanConfig(), mamba_fn)
+    rows = [bench_shape(b, d, L, copy_gbs, args, ScanConfig(), mamba_fn, dtype)
+            for dtype in args.dtypes
             for b, d, L in (QUICK_SHAPES if args.quick else FULL_SHAPES)]
     print_table(rows, copy_gbs, mamba_fn is not None)
     if args.json:

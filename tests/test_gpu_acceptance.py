@@ -44,10 +44,11 @@ def test_it_lists_every_step_that_still_has_no_figure():
     assert "benchmarks/train_gpu.py" in steps["train-gpu"]
     assert "benchmarks/memory_estimate.py" in steps["memory-estimate"]
     assert "gpu_width_transfer.yaml" in steps["gpu-width-transfer"]
-    # the reference kernels build in the background while the GPU tests run; doctor's backend
-    # check and the side-by-side steps wait for them
+    assert "benchmarks/gpu_repro.py" in steps["gpu-repro"]
+    # the reference kernels build in the background while the GPU tests and the same trial
+    # run twice; doctor's backend check and the side-by-side steps wait for them
     order = list(steps)
-    assert order[:3] == ["gpu-tests", "compile-check", "wait-cuda-refs"]
+    assert order[:4] == ["gpu-tests", "compile-check", "gpu-repro", "wait-cuda-refs"]
     assert "mutransfer.ops.triton_compile_check" in steps["compile-check"]
     assert order.index("doctor") < order.index("scan") < order.index("train-gpu")
     assert order[-1] == "gpu-width-transfer"  # the long one last, cut at the deadline
