@@ -8,14 +8,15 @@ data, schedule and seed as `mutransfer sweep` builds them), at the cell's middle
 with `--steps` (the schedule's warmup kept) and each scan backend in turn. Each is trained
 twice in this process and every eval loss (train and eval, each eval point) is compared bit
 for bit: one line per backend, identical or the first step that differs and the largest
-|difference|. Then one more run of the first backend under
-torch.use_deterministic_algorithms(True, warn_only=True) names the torch operations that have
-no deterministic implementation (each warning once).
+|difference|. Then the reference backend twice more with the causal conv by torch too (on
+CUDA it runs triton kernels whatever the scan backend) under
+torch.use_deterministic_algorithms(True, warn_only=True): compared the same way, with the
+torch operations that warned of having no deterministic implementation.
 
 What to expect: the Triton scan's and the Triton conv's backward sum the gradients of B, C,
 A, D, the Delta bias and the conv weights over programs with float atomic adds, whose order
-varies from run to run, so its losses may differ in the last bits after the first update;
-the reference backend is built from torch operations only.
+varies from run to run, so losses differ after the first updates with either scan backend
+(the conv is triton's in both); with torch kernels alone they should not.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a bare checkout too
 from mutransfer.config import TrialConfig  # noqa: E402
+from mutransfer.ops import causal_conv  # noqa: E402
 from mutransfer.sweep.plan.cells import load_plan  # noqa: E402
 from mutransfer.train import run_trial  # noqa: E402
 
@@ -72,18 +74,24 @@ def compare(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) ->
             f"largest |difference| {worst:.3g}")
 
 
-def nondeterministic_ops(config: TrialConfig) -> list[str]:
-    """The warnings torch gives for operations without a deterministic implementation."""
+def torch_only_twice(config: TrialConfig) -> tuple[str, list[str]]:
+    """The trial twice with every kernel from torch (the causal conv by torch's conv1d, not
+    the triton kernels it runs on CUDA) under torch.use_deterministic_algorithms(True,
+    warn_only=True): the comparison, and the warnings torch gives for operations without a
+    deterministic implementation (each once)."""
     torch.use_deterministic_algorithms(True, warn_only=True)
+    triton_conv = causal_conv.use_triton
+    causal_conv.use_triton = lambda x: False  # the module looks it up at each call
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            run_trial(config)
+            verdict = compare(losses(config), losses(config))
     finally:
+        causal_conv.use_triton = triton_conv
         torch.use_deterministic_algorithms(False)
     seen = dict.fromkeys(str(w.message).splitlines()[0] for w in caught
                          if "determinis" in str(w.message))
-    return list(seen)
+    return verdict, list(seen)
 
 
 def main() -> int:
@@ -104,8 +112,9 @@ def main() -> int:
     for backend in args.backends:
         config = variant(base, backend, args.steps, args.device)
         print(f"{backend}: {compare(losses(config), losses(config))}", flush=True)
-    ops = nondeterministic_ops(variant(base, args.backends[0], args.steps, args.device))
-    print(f"torch operations without a deterministic implementation ({args.backends[0]}): "
+    verdict, ops = torch_only_twice(variant(base, "reference", args.steps, args.device))
+    print(f"reference scan, torch conv, deterministic torch: {verdict}", flush=True)
+    print("torch operations without a deterministic implementation: "
           + ("; ".join(ops) if ops else "none warned"))
     return 0
 

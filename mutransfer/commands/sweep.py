@@ -80,10 +80,7 @@ def run_sweep(args: SweepArgs) -> int:
         return 0
     if result.interrupted:
         # a partial grid would give a partial analysis: it waits for the complete run
-        failed = f", {result.failed} failed for good" if result.failed else ""
-        print(f"interrupted: {result.planned - result.remaining} of {result.planned} "
-              f"done{failed}; run the sweep again to resume (the analysis waits for a "
-              f"complete run)", file=out)
+        print(interrupted_line(result), file=out)
         return 130
     from mutransfer.sweep.run.progress import fmt_duration
 
@@ -176,3 +173,19 @@ def _plots(location: str, result: object, out: TextIO) -> None:
         folder = str(paths[0]).rsplit("/", 1)[0]
         print(f"tables, plots and report: {folder}/ ({len(paths)} files; `mutransfer analyze "
               f"{location}` prints every table)", file=out)
+
+
+def interrupted_line(result) -> str:
+    """How far a stopped run got: a grid's cells done of all; a search's trials finished in
+    this run (its plan holds only the trials it has chosen so far, not what it will run)."""
+    from mutransfer.sweep.plan.spec import KINDS
+
+    failed = f", {result.failed} failed for good" if result.failed else ""
+    if KINDS[result.search].part_of_grid:
+        finished = result.complete + result.diverged + result.stopped
+        done = (f"{finished} trial{'' if finished == 1 else 's'} finished in this run{failed} "
+                f"(the {result.search} search chooses the rest as it goes)")
+    else:
+        done = f"{result.planned - result.remaining} of {result.planned} done{failed}"
+    return (f"interrupted: {done}; run the sweep again to resume (the analysis waits for a "
+            f"complete run)")

@@ -53,9 +53,16 @@ H100_PROJECT = Measured("project trainer, H100 80GB, before the kernel redesign 
                         n_layer=3, d_state=16, vocab=256, batch=8, seq_len=2048,
                         tokens_per_s={256: 926e3, 512: 599e3, 1024: 304e3, 2048: 147e3})
 
+# The same trainer and shape on one H200 with the current triton kernels (2026-11-30,
+# benchmarks/train_gpu.py; torch 2.11.0+cu130, triton 3.6.0).
+H200_PROJECT = Measured("project trainer, H200, current kernels (2026-11-30)",
+                        n_layer=3, d_state=16, vocab=256, batch=8, seq_len=2048,
+                        tokens_per_s={256: 1377670, 512: 1027194, 1024: 822753,
+                                      2048: 385020})
+
 GPUS = {g.name: g for g in (
     GPU("h100", 80, 989e12, 3.35e12, H100_PROJECT),
-    GPU("h200", 141, 989e12, 4.8e12),
+    GPU("h200", 141, 989e12, 4.8e12, H200_PROJECT),
     GPU("a100", 80, 312e12, 2.0e12),
     GPU("l40s", 48, 362e12, 0.864e12),
 )}
