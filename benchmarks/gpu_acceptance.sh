@@ -8,11 +8,12 @@
 # Steps, most wanted first: the GPU tests (pytest -m gpu); the scan kernels' registers,
 # spills and instructions per element under this machine's triton (seconds, no GPU: what a
 # short scan figure is read against); one sweep cell trained twice per scan backend, its
-# losses compared bit for bit (benchmarks/gpu_repro.py); mutransfer doctor (each scan
-# backend, mamba_ssm's too once built, against the reference, timed; auto's choice);
-# benchmarks/scan.py (the scan table); benchmarks/train_gpu.py (tokens/s beside mamba_ssm);
-# benchmarks/memory_estimate.py (the cost model's peak memory against a measured step);
-# benchmarks/data_throughput.py (the token cache's loader); train_gpu.py --profile 1024;
+# losses compared bit for bit (benchmarks/gpu_repro.py); benchmarks/memory_estimate.py (the
+# cost model's peak memory against a measured step); benchmarks/data_throughput.py (the token
+# cache's loader); these five need no mamba_ssm and run while its kernels build (on an H200:
+# 311 s); mutransfer doctor (each scan backend, mamba_ssm's too, against the reference,
+# timed; auto's choice); benchmarks/scan.py (the scan table); benchmarks/train_gpu.py
+# (tokens/s beside mamba_ssm); train_gpu.py --profile 1024;
 # scan.py --sweep (launch configurations); and sweeps/gpu_width.yaml as a transfer search,
 # last, stopped as Ctrl-C stops it before the deadline (its store resumes) and analysed as far
 # as it got.
@@ -53,12 +54,12 @@ STEPS=(
   "gpu-tests|$PY -m pytest -m gpu -q -p no:cacheprovider"
   "compile-check|$PY -m mutransfer.ops.triton_compile_check --dtype bf16"
   "gpu-repro|$PY benchmarks/gpu_repro.py --steps 100"
+  "memory-estimate|$PY benchmarks/memory_estimate.py"
+  "data-throughput|$PY benchmarks/data_throughput.py"
   "wait-cuda-refs|wait_cuda_refs"
   "doctor|$MT doctor"
   "scan|$PY benchmarks/scan.py --json \$OUT/scan.json"
   "train-gpu|$PY benchmarks/train_gpu.py"
-  "memory-estimate|$PY benchmarks/memory_estimate.py"
-  "data-throughput|$PY benchmarks/data_throughput.py"
   "train-gpu-profile|$PY benchmarks/train_gpu.py --profile 1024"
   "scan-sweep|$PY benchmarks/scan.py --sweep"
   "gpu-width-transfer|timeout -s INT -k 60 \$((LEFT > 180 ? LEFT - 90 : LEFT / 2)) $MT sweep \$OUT/gpu_width_transfer.yaml --no-analysis; $MT analyze \$OUT/gpu_width_transfer"

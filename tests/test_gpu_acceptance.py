@@ -48,7 +48,8 @@ def test_it_lists_every_step_that_still_has_no_figure():
     # the reference kernels build in the background while the GPU tests and the same trial
     # run twice; doctor's backend check and the side-by-side steps wait for them
     order = list(steps)
-    assert order[:4] == ["gpu-tests", "compile-check", "gpu-repro", "wait-cuda-refs"]
+    assert order[:6] == ["gpu-tests", "compile-check", "gpu-repro", "memory-estimate",
+                         "data-throughput", "wait-cuda-refs"]
     assert "mutransfer.ops.triton_compile_check" in steps["compile-check"]
     assert order.index("doctor") < order.index("scan") < order.index("train-gpu")
     assert order[-1] == "gpu-width-transfer"  # the long one last, cut at the deadline
