@@ -23,6 +23,25 @@ def test_on_cpu_it_checks_the_cpu_scan_and_skips_the_gpu(capsys):
     assert "torch " + torch.__version__ in out and out.rstrip().endswith("ready")
 
 
+def test_run_from_a_checkout_it_names_the_packages_version(capsys, monkeypatch):
+    """Not installed (the GPU machine runs `python -m mutransfer.cli` from the repository):
+    the package's own version, as the results' `versions` records it; it printed '?'."""
+    from importlib import metadata
+
+    import mutransfer
+
+    found = metadata.version
+
+    def not_installed(dist):
+        if dist == "mutransfer":
+            raise metadata.PackageNotFoundError(dist)
+        return found(dist)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    assert main(["doctor"]) == 0
+    assert f"mutransfer {mutransfer.__version__}, torch" in capsys.readouterr().out
+
+
 def test_a_wrong_backend_and_a_missing_dataset_are_one_line_each(tmp_path, capsys,
                                                                   monkeypatch):
     from mutransfer.ops.reference import selective_scan_reference

@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mutransfer import __version__
+
 
 def add_arguments(p, name: str) -> None:
     from mutransfer.commands.options import cluster_address
@@ -112,7 +114,8 @@ def versions(r: Report) -> None:
     from mutransfer.cost.machine import memory_bytes
 
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
-    r.ok(f"python {platform.python_version()}, mutransfer {_version('mutransfer') or '?'}, "
+    # run from a checkout without being installed (the lent GPU machine): the package's own
+    r.ok(f"python {platform.python_version()}, mutransfer {_version('mutransfer') or __version__}, "
          f"torch {torch.__version__} ({build}), "
          f"ray {_version('ray')}, numpy {_version('numpy')}, pyarrow {_version('pyarrow')}")
     optional = {d: _version(d) for d in OPTIONAL}
