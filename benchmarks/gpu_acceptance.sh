@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_acceptance.sh [--minutes M] [OUT_DIR]   # default: gpu-acceptance-<UTC time>/
 #   bash benchmarks/gpu_acceptance.sh --list                    # the steps, without running them
+#   bash benchmarks/gpu_acceptance.sh --only scan-sweep,gpu-width-transfer [--minutes M] [OUT_DIR]
 #
 # Steps, most wanted first: the GPU tests (pytest -m gpu); the scan kernels' registers,
 # spills and instructions per element under this machine's triton (seconds, no GPU: what a
@@ -34,10 +35,14 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 MINUTES="${GPU_ACCEPT_MINUTES:-}"
 LIST=0
+ONLY=""
 ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --list) LIST=1; shift ;;
+    --only)
+      [[ $# -gt 1 ]] || { echo "gpu_acceptance: --only needs step names, comma-separated (see --list)" >&2; exit 2; }
+      ONLY="$2"; shift 2 ;;
     --minutes)
       [[ $# -gt 1 ]] || { echo "gpu_acceptance: --minutes needs a number of minutes" >&2; exit 2; }
       MINUTES="$2"; shift 2 ;;
@@ -69,6 +74,19 @@ if [[ -n "$MINUTES" ]] && ! [[ "$MINUTES" =~ ^[1-9][0-9]*$ ]]; then
   echo "gpu_acceptance: --minutes '$MINUTES': give whole minutes, at least 1" >&2
   exit 2
 fi
+if [[ -n "$ONLY" ]]; then  # the named steps, in the order above (a later device call's rest)
+  IFS=',' read -ra WANTED <<< "$ONLY"
+  NAMES="${STEPS[*]%%|*}"
+  for w in "${WANTED[@]}"; do
+    [[ " $NAMES " == *" $w "* ]] || {
+      echo "gpu_acceptance: --only: no step '$w' (the steps: $NAMES)" >&2; exit 2; }
+  done
+  PICKED=()
+  for s in "${STEPS[@]}"; do
+    [[ ",$ONLY," == *",${s%%|*},"* ]] && PICKED+=("$s")
+  done
+  STEPS=("${PICKED[@]}")
+fi
 if [[ $LIST == 1 ]]; then
   for s in "${STEPS[@]}"; do echo "${s%%|*}: ${s#*|}"; done
   exit 0
@@ -93,7 +111,8 @@ if [[ -d .devkit ]]; then
   # shellcheck source=benchmarks/device_setup.sh
   if . benchmarks/device_setup.sh .devkit > "$OUT/device-setup.log" 2>&1; then
     KIT_LINE="$(tail -n 1 "$OUT/device-setup.log")"
-    if ! "$PY" -c "import selective_scan_cuda" 2>/dev/null && [[ -d .devkit/src/mamba ]]; then
+    if [[ " ${STEPS[*]%%|*} " == *" wait-cuda-refs "* ]] \
+        && ! "$PY" -c "import selective_scan_cuda" 2>/dev/null && [[ -d .devkit/src/mamba ]]; then
       # the two extensions in two processes at once: each compiles its files in parallel, and
       # the scan's ten are done before the conv's four would start one after the other
       MAX_JOBS=$(( $(nproc) - 6 > 4 ? $(nproc) - 6 : 4 )) "$PY" benchmarks/build_cuda_refs.py \

@@ -19,6 +19,7 @@ Mamba passes them), Δ bias + softplus, D and z on, identical values for every i
     python benchmarks/scan.py --dtypes bf16   # one activation dtype
     python benchmarks/scan.py --quick         # one shape, few repetitions
     python benchmarks/scan.py --sweep         # triton launch configurations, one shape
+    python benchmarks/scan.py --sweep --all-shapes  # ... at every shape and dtype
     python benchmarks/scan.py --json out.json # also write the rows
 """
 
@@ -245,19 +246,27 @@ def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
 
 
 def sweep(copy_gbs: float, args, mamba_fn: Callable | None) -> None:
-    """Time each triton launch configuration on one shape (the largest, or --quick's)."""
+    """Time each triton launch configuration on one shape (the largest, or --quick's), or
+    with --all-shapes on every shape and dtype of the table (what a new default is chosen
+    on: one shape's best is not another's)."""
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
-    batch, dim, L = max(shapes, key=lambda s: s[0] * s[1] * s[2])
-    print(f"\nsweep at batch {batch}, d_inner {dim}, L {L} (layout bld)")
-    for config in SWEEP:
-        r = bench_shape(batch, dim, L, copy_gbs, args, config, None)
-        print(f"{config}: fwd {r.triton_bld.fwd_ms:.3f} ms, fwd+bwd "
-              f"{r.triton_bld.fwd_bwd_ms:.3f} ms, peak {r.triton_bld.peak_mib:.0f} MiB")
-    if mamba_fn:
-        x, dout = make_inputs(batch, dim, N_STATE, L)
-        m = timing(mamba_fn, leaves(x), dout, args)
-        print(f"mamba_ssm: fwd {m.fwd_ms:.3f} ms, fwd+bwd {m.fwd_bwd_ms:.3f} ms, "
-              f"peak {m.peak_mib:.0f} MiB")
+    if not args.all_shapes:
+        shapes = [max(shapes, key=lambda s: s[0] * s[1] * s[2])]
+    for dtype in args.dtypes if args.all_shapes else ["bf16"]:
+        for batch, dim, L in shapes:
+            print(f"\nsweep at {dtype}, batch {batch}, d_inner {dim}, L {L} (layout bld)",
+                  flush=True)
+            m = None
+            if mamba_fn:
+                x, dout = make_inputs(batch, dim, N_STATE, L, act=DTYPES[dtype])
+                m = timing(mamba_fn, leaves(x), dout, args)
+                print(f"mamba_ssm: fwd {m.fwd_ms:.3f} ms, fwd+bwd {m.fwd_bwd_ms:.3f} ms, "
+                      f"peak {m.peak_mib:.0f} MiB")
+            for config in SWEEP:
+                t = bench_shape(batch, dim, L, copy_gbs, args, config, None, dtype).triton_bld
+                vs = f", {m.fwd_bwd_ms / t.fwd_bwd_ms:.2f}x mamba's f+b" if m else ""
+                print(f"{config}: fwd {t.fwd_ms:.3f} ms, fwd+bwd {t.fwd_bwd_ms:.3f} ms{vs}, "
+                      f"peak {t.peak_mib:.0f} MiB", flush=True)
 
 
 def mamba_or_none() -> Callable | None:
@@ -272,6 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="one shape, few repetitions")
     p.add_argument("--sweep", action="store_true", help="compare triton launch configurations")
+    p.add_argument("--all-shapes", action="store_true",
+                   help="with --sweep: at every shape and dtype, not only the largest bf16")
     p.add_argument("--chunked", action="store_true", help="also time the chunked backend")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--reps", type=int, default=None)

@@ -55,6 +55,25 @@ def test_it_lists_every_step_that_still_has_no_figure():
     assert order[-1] == "gpu-width-transfer"  # the long one last, cut at the deadline
 
 
+def test_only_runs_the_named_steps_in_their_order():
+    """A later device call runs what the first left (the width study, a sweep of launch
+    configurations) without the build of the reference kernels the others wait for."""
+    done = run("--only", "gpu-width-transfer,doctor", "--list")
+    assert done.returncode == 0, done.stderr
+    assert [line.split(": ", 1)[0] for line in done.stdout.splitlines()] == [
+        "doctor", "gpu-width-transfer"]
+
+
+@pytest.mark.parametrize("args, says", [(["--only", "scan,scna"], "no step 'scna'"),
+                                        (["--only"], "needs step names")])
+def test_an_unknown_step_is_one_line_and_exit_2(args, says, tmp_path):
+    done = run(*args) if args == ["--only"] else run(*args, str(tmp_path / "acceptance"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--only" in done.stderr and done.stderr.strip().count("\n") == 0
+    assert says in done.stderr, done.stderr
+    assert not (tmp_path / "acceptance").exists()
+
+
 @pytest.mark.parametrize("args", [["--minutes", "0"], ["--minutes", "nine"], ["--minutes"]])
 def test_a_bad_budget_is_one_line_and_exit_2(args, tmp_path):
     done = run(*args, str(tmp_path / "acceptance"))
