@@ -82,7 +82,7 @@ def check_ssd_shapes(x, dt, A, B, C, D=None, dt_bias=None, chunk_size: int = 64)
     if B.dim() != 4 or tuple(B.shape[:2]) != (batch, L) or C.shape != B.shape:
         raise ValueError(f"B and C must be (batch, L, groups, d_state) alike with (batch, L) ="
                          f" {(batch, L)}, got {tuple(B.shape)} and {tuple(C.shape)}")
-    if heads % B.shape[2]:
+    if B.shape[2] < 1 or heads % B.shape[2]:  # no groups: heads % 0 raised ZeroDivisionError
         raise ValueError(f"{B.shape[2]} groups do not divide {heads} heads")
     check_real_floats(x=x, dt=dt, A=A, B=B, C=C, D=D, dt_bias=dt_bias)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size < 1:
