@@ -224,6 +224,9 @@ def test_law_with_fewer_points_than_parameters_is_a_no_fit_row():
                      ["width", "model.n_layer"])
     assert (law.coef["note"] == "no fit: 2 points for 3 parameters").all()
     assert law.coef["estimate"].isna().all()
+    one = law_tables(lr_opt.iloc[:1], ["parameterization"], ["width", "model.n_layer"],
+                     ["width", "model.n_layer"])
+    assert (one.coef["note"] == "no fit: 1 point for 3 parameters").all()  # not "1 points"
     assert law.points["log2_law"].isna().all()
     assert (law.holdout["note"].str.startswith("no fit")).all()
 

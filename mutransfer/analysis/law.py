@@ -66,7 +66,7 @@ def no_fit_reason(scales: np.ndarray, names: list[str]) -> str:
     """Why these points cannot carry a law, or ''."""
     n, k = scales.shape
     if n < k + 1:
-        return f"no fit: {n} points for {k + 1} parameters"
+        return f"no fit: {n} point{'' if n == 1 else 's'} for {k + 1} parameters"
     flat = [j for j in range(k) if np.ptp(scales[:, j]) == 0]
     if flat:
         return f"no fit: {names[flat[0]]} takes one value among these points"

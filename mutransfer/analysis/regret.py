@@ -7,7 +7,10 @@ LR used, the transfer is `partially diverged` and its regret is inf, as when all
 The LR used is the LR run at that width nearest (in log2) to the transferred lr*; when the
 family's nearest LR was not run at that width (a search window), the note says so and how far
 the one used lies from lr* (for a linear target, in its own units: `step` below, its grid
-step; the fit's role holds 2^(value / step)).
+step; the fit's role holds 2^(value / step)). An LR where search.stop stopped a trial early
+ran, though the estimator treats it as not run (cells.py `stopped`): when it is the one nearest
+lr*, the transfer is `stopped early` and has no regret (no final loss; the stop rule stopped it
+for falling behind the best LR), rather than the next LR out standing in for it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from mutransfer.analysis.drift import plural, widths_text
 from mutransfer.analysis.groups import as_key
 from mutransfer.analysis.optimum import role_text
 
-TRANSFER = {TRAINED: "trained", PARTIAL: "partially diverged"}
+STOPPED = "stopped"  # status_used of an LR where search.stop stopped a trial early
+TRANSFER = {TRAINED: "trained", PARTIAL: "partially diverged", STOPPED: "stopped early"}
 
 
 def _best(cells: pd.DataFrame) -> tuple[float, float]:
@@ -43,22 +47,33 @@ def gap_text(gap: float, step: float | None = None) -> str:
     return f"{gap:.2f} octaves" if step is None else f"{gap * step:.3g}"
 
 
+def _status(cell: pd.Series) -> str:
+    """A cell's status, `stopped` where search.stop stopped a trial there early (the cells
+    table says `not run`, as the estimator never sees it; yet it ran)."""
+    return STOPPED if bool(cell.get("stopped", False)) else str(cell["status"])
+
+
 def transfer_columns(wc: pd.DataFrame, lr0: float, step: float | None = None) -> dict:
     """lr_nearest / lr_used / regret columns of one width's cells for the transferred `lr0`;
     `step`: a linear target's grid step, for the note (None: the LR)."""
     nearest, _ = _nearest(wc, lr0)
-    used, gap = _nearest(wc[~wc["status"].eq(NOT_RUN)], lr0)
-    status = str(used["status"])
-    out = {"lr_nearest": float(nearest["lr"]), "nearest_run": nearest["status"] != NOT_RUN,
+    stopped = wc["stopped"].astype(bool) if "stopped" in wc else False
+    used, gap = _nearest(wc[~wc["status"].eq(NOT_RUN) | stopped], lr0)
+    status = _status(used)
+    out = {"lr_nearest": float(nearest["lr"]), "nearest_run": _status(nearest) != NOT_RUN,
            "lr_used": float(used["lr"]), "lr_gap_log2": gap, "status_used": status,
-           "transfer": TRANSFER.get(status, "diverged"), "regret": np.inf, "note": ""}
+           "transfer": TRANSFER.get(status, "diverged"),
+           "regret": np.nan if status == STOPPED else np.inf, "note": ""}
     notes = []
+    text = role_text(step)
     if not out["nearest_run"]:
-        text = role_text(step)
         notes.append(f"{text(out['lr_nearest'])} (nearest to lr*) not run at this width; "
                      f"used {text(out['lr_used'])}, {gap_text(gap, step)} from lr*")
     if status == TRAINED:
         out["loss_used"] = float(used["mean_loss"])
+    elif status == STOPPED:
+        notes.append(f"search.stop stopped {text(out['lr_used'])} early at this width (its "
+                     "loss fell behind the best LR's): no final loss, so no regret")
     else:
         notes.append(f"{int(used['n_diverged'])} of {int(used['n_trials'])} trials diverged at "
                      "the LR used")

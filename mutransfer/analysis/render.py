@@ -111,7 +111,8 @@ def transfer_sections(a: Analysis) -> list[Section]:
     regret = ("Seed-adjusted mean eval loss at each width with the LR run there nearest (in "
               "log2) to lr* of the smallest width, minus the best mean loss among the LRs where "
               "every seed trained. 'partially diverged' or 'diverged' when any seed diverged at "
-              "the LR used; the note says when the family's LR nearest lr* was not run at that "
+              "the LR used; 'stopped early' (no regret) when search.stop stopped it for falling "
+              "behind; the note says when the family's LR nearest lr* was not run at that "
               "width.")
     w = a.scale_name("width")
     mono = f"Whether the best mean eval loss strictly decreases as the {w} grows."
