@@ -109,6 +109,10 @@ _MUP = {
 # (the role table of docs/parameterizations.md).
 # Readout σ ∝ √fan_out/fan_in is realised, as for muP, by a 1/m multiplier on a base-init
 # readout, which also works when the readout is tied to the embedding.
+# A role is one rule for every tensor that has it, so a tensor whose shape is not its role's
+# departs from the paper's rule by shape: Mamba-2's in_proj_dt with `widen: headdim` (fan-out
+# fixed, role hidden: init m^-1/2 and SGD η where the paper gives m^-1 and η/m), the per-head
+# scalars there (SGD η·m where η). docs/parameterizations.md lists every such tensor.
 _SPECTRAL = {
     **_MUP,
     "ssm_B": RoleRule(init_m=-1.0, init_n=0.5, lr_adam_m=-1.0, lr_sgd_m=-1.0, lr_sgd_n=1.0,
@@ -119,7 +123,8 @@ _SPECTRAL = {
 
 # muP-SSM (Vankadara et al., NeurIPS 2024): as muP except W_B and W_C.
 # From the paper (SGD): σ_B ∝ √(N/N_u), η_B ∝ √(N/N_u); σ_C ∝ 1/√(N·N_u), η_C ∝ 1/(N·√N_u).
-# Adam exponents are not in the paper: measured by the coordinate check (docs/parameterizations.md).
+# Adam exponents are not in the paper: the width's measured by the coordinate check
+# (docs/parameterizations.md); d_state's (0) neither the paper's nor measured.
 ADAM_SSM_LR_M = -1.0
 _MUP_SSM = {
     **_MUP,
