@@ -44,7 +44,8 @@ class ImagInit(StrictModel):
       its lagged inputs; task: the synthetic memory task's own rho), take the frequencies of
       |FFT(rho)| greedily from the largest, skipping any closer than `min_separation` to one
       already taken, and fill the remaining modes with S4D-Lin frequencies. Frequencies are
-      discrete, in radians per step (θ = Im(A)·Δ ∈ [0, π]); Im(A) = θ/Δ per channel.
+      discrete, in radians per step (θ ∈ [0, π], the phase a mode turns by per step); per
+      channel Im(A) = θ/Δ under ZOH, (2/Δ)·tan(θ/2) under the bilinear discretization.
       Liu & Li: spacing ≳ log(N)/L keeps the learning problem well conditioned, a smaller
       spacing fits the memory more closely (approximation vs estimation).
     """

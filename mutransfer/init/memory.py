@@ -7,7 +7,9 @@ Xᵀ w as FFT convolutions, so the (N × K) design matrix is never formed.
 
 Frequencies are discrete, in radians per step, folded into [0, π] (a real kernel's spectrum is
 symmetric, and each S4D mode comes with its conjugate): a mode of a channel with timescale Δ
-oscillates at θ = Im(A)·Δ.
+turns by θ = arg(Ā) per step, Im(A)·Δ under ZOH (Ā = e^{ΔA}) but 2·atan(Im(A)·Δ/2) under the
+bilinear map (Ā = (1 + ΔA/2)/(1 - ΔA/2), at Re(A) = 0), whose frequency axis is warped:
+`imag_of` and `frequency_of` convert either way.
 """
 
 from __future__ import annotations
@@ -100,23 +102,54 @@ def dominant_frequencies(rho: torch.Tensor, count: int, min_separation: float = 
     return torch.tensor(chosen, dtype=torch.float64)
 
 
+DISCRETIZATIONS = ("zoh", "bilinear")
+# the bilinear map reaches θ = π only as Im(A) -> ∞: a chosen θ is taken at most this close
+# to π (Im(A) = (2/Δ)·tan(θ/2) ≈ 4000/Δ there)
+BILINEAR_NYQUIST_MARGIN = 1e-3
+
+
+def imag_of(theta: torch.Tensor, dt: torch.Tensor, discretization: str = "zoh") -> torch.Tensor:
+    """Im(A) whose mode turns by θ ∈ [0, π] per step at Δ (Re(A) = 0; a Re(A) with |Re(A)|·Δ
+    small moves the bilinear phase at second order only): ZOH θ/Δ, bilinear (2/Δ)·tan(θ/2)."""
+    if discretization == "zoh":
+        return theta / dt
+    if discretization == "bilinear":
+        theta = theta.clamp(max=math.pi - BILINEAR_NYQUIST_MARGIN)
+        return 2 / dt * torch.tan(theta / 2)
+    raise ValueError(f"unknown discretization {discretization!r}; choose from {DISCRETIZATIONS}")
+
+
+def frequency_of(im: torch.Tensor, dt: torch.Tensor, discretization: str = "zoh"
+                 ) -> torch.Tensor:
+    """θ per step, folded into [0, π], of a mode with imaginary part Im(A) at Δ (imag_of's
+    inverse, at Re(A) = 0)."""
+    if discretization == "zoh":
+        return fold(im * dt)
+    if discretization == "bilinear":
+        return fold(2 * torch.atan(im * dt / 2))
+    raise ValueError(f"unknown discretization {discretization!r}; choose from {DISCRETIZATIONS}")
+
+
 def imag_parts(chosen: torch.Tensor, dt: torch.Tensor, modes: int,
-               min_separation: float = 0.0) -> torch.Tensor:
-    """Im(A) (H, modes): the chosen θ as θ/Δ_h, then S4D-Lin (Im = πn, n = 0, 1, ...) for the
-    remaining modes, skipping Lin values whose θ = πnΔ_h lies closer than `min_separation` to
-    a chosen one (taken anyway, in order, if too few pass; one whose θ equals a chosen one
-    only after all others, as it would repeat that mode's eigenvalue)."""
+               min_separation: float = 0.0, discretization: str = "zoh") -> torch.Tensor:
+    """Im(A) (H, modes): the chosen θ as imag_of(θ, Δ_h) (ZOH: θ/Δ_h), then S4D-Lin (Im = πn,
+    n = 0, 1, ...) for the remaining modes, skipping Lin values whose θ (ZOH: πnΔ_h) lies
+    closer than `min_separation` to a chosen one (taken anyway, in order, if too few pass; one
+    whose θ equals a chosen one only after all others, as it would repeat that mode's
+    eigenvalue). `discretization`: the mixer's, which maps Im(A) to θ (before, θ/Δ under
+    bilinear too put a chosen 2.50 rad at 1.79)."""
     dt = dt.detach().to(torch.float64)
     chosen = chosen[:modes].to(torch.float64)
     channels, need = dt.numel(), modes - chosen.numel()
     out = torch.empty(channels, modes, dtype=torch.float64)
-    out[:, : chosen.numel()] = chosen[None, :] / dt[:, None]
+    out[:, : chosen.numel()] = imag_of(chosen[None, :], dt[:, None], discretization)
     if need == 0:
         return out.float()
     for h in range(channels):
         lin = math.pi * torch.arange(max(8 * modes, 64), dtype=torch.float64)
         if chosen.numel():
-            gap = (fold(lin * dt[h])[:, None] - chosen[None, :]).abs().min(dim=1).values
+            theta = frequency_of(lin, dt[h], discretization)
+            gap = (theta[:, None] - chosen[None, :]).abs().min(dim=1).values
             # the chosen frequencies can cover [0, π] (modes · min_separation > π): then Lin
             # values too close are taken, but an exact repeat (θ = 0 from n = 0, after a
             # chosen DC) only last: before, every channel got A = -½ twice

@@ -17,7 +17,8 @@ initialised, produce):
   channels (S4D: Δ itself; Mamba: the Δ bias, softplus(bias) = Δ, floored at dt_init_floor
   as the reference).
 - imag_init memory (S4D only): frequencies chosen once from the memory function
-  (mutransfer/init/memory.py), then Im(A) = θ/Δ per channel with the layer's final Δ.
+  (mutransfer/init/memory.py), then per channel, with the layer's final Δ, the Im(A) whose
+  mode turns by θ per step under the mixer's discretization (ZOH θ/Δ, bilinear (2/Δ)·tan(θ/2)).
 
 Everything data-derived comes from the caller, as the trainer hands it over (mutransfer/train.py):
 the sample batch, and the data spec, which carries a task's own memory function
@@ -110,7 +111,8 @@ def apply_init_schemes(model: nn.Module, cfg, spec, sample: Sample | None = None
         if chosen is not None:
             with torch.no_grad():
                 mixer.A_im.copy_(memory.imag_parts(chosen, mixer.dt(), mixer.modes,
-                                                   mc.imag_init.min_separation))
+                                                   mc.imag_init.min_separation,
+                                                   mixer.discretization))
 
 
 @contextmanager

@@ -13,8 +13,9 @@ Differences from the reference, on purpose:
   is exactly representable and trains freely. With `keep_nonpositive`, A_re is projected onto
   Re <= 0 (in place, at the start of each forward), so a mode that crosses zero stays at zero
   without losing its gradient, as a functional clamp would.
-- B is a parameter (ones at init, as the reference's diagonal kernel), not folded into C, so
-  that it can carry its own role.
+- B is a parameter (ones at init, as the reference's diagonal kernel; S4D-LegS: HiPPO-LegS's B
+  in the eigenbasis, as the reference's dplr.py gives `legs` whatever its B_init), not folded
+  into C, so that it can carry its own role.
 - The ZOH factor (exp(ΔA) - 1)/A is computed as Δ·φ(ΔA) with φ(z) = expm1(z)/z, finite at
   A = 0 (a mode with Re = Im = 0 is then an exact integrator, K_l = 2·Re(C B)·Δ).
 - Δ is stored as log Δ, like the reference, but takes the model's LR (no special SSM LR).
@@ -29,8 +30,10 @@ Roles (every parameter has exactly one, see mutransfer/param):
 
 from __future__ import annotations
 
+import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -55,6 +58,44 @@ def legs_frequencies(n_state: int) -> torch.Tensor:
     s = s - s.T
     omega = torch.linalg.eigvalsh(1j * s.to(torch.complex128))
     return omega[omega > 0].sort().values[: n_state // 2].float()
+
+
+LEGS_B_CLIP = 2.0  # the reference's nplr(B_clip=2.0): |Im B_n| <= 2
+
+
+def legs_input(n_state: int) -> torch.Tensor:
+    """B of S4D-LegS, (n_state // 2,) complex, its modes in the order of legs_frequencies.
+
+    As state-spaces/s4 (hippo.py `nplr`, which dplr.py uses for init `legs`): V diagonalises
+    A_LegS + P Pᵀ (torch's eigh of (A + P Pᵀ)·(-i), in float64), B = V* B_LegS (B_LegS,n =
+    √(2n + 1)) over the modes of negative imaginary part, its imaginary part clipped to
+    ±LEGS_B_CLIP. Here Im(A) > 0, the conjugate pair's other half: B is conjugated to match
+    (the kernel 2·Re Σ C B̄ Ā^l is the same, C being circular). The clip depends on the phase
+    eigh gives each column of V, and that phase on the matrix's last bits: the matrix is
+    formed by the reference's own operations (numpy's T M T⁻¹ as hippo.py's `transition`),
+    so that eigh sees the same bits (formed otherwise, a matrix equal to within 1e-14 flipped
+    the sign of B_n in some modes, e.g. at N = 8, 16, 42, 72). |V* B| alone grows like √n
+    (10.2 for the fastest of N = 16's modes, 2.0 after the clip), where ones give 1.
+    """
+    q = np.arange(n_state, dtype=np.float64)  # hippo.transition('legs', N), as written there
+    col, row = np.meshgrid(q, q)
+    m = -(np.where(row >= col, 2 * q + 1, 0) - np.diag(q))
+    t = np.sqrt(np.diag(2 * q + 1))
+    legs = torch.as_tensor(t @ m @ np.linalg.inv(t))
+    b_legs = torch.as_tensor(np.diag(t).copy())
+    p = torch.sqrt(0.5 + torch.arange(n_state, dtype=torch.float64))  # rank_correction
+    w, v = torch.linalg.eigh((legs + p[:, None] * p[None, :]) * -1j)
+    order = torch.argsort(w)[: n_state // 2]  # negative imaginary parts, most negative first
+    b = v[:, order].conj().T @ b_legs.to(torch.complex128)
+    b = torch.complex(b.real, b.imag.clamp(-LEGS_B_CLIP, LEGS_B_CLIP))
+    return b.conj().flip(0).to(torch.complex64)  # ascending |Im A|, as legs_frequencies
+
+
+@functools.cache
+def _legs_input_cached(n_state: int) -> torch.Tensor:
+    """legs_input, one eigendecomposition per N (every layer at both widths asks for it; 7 s
+    at N = 1024). Shared: read it, never write it (S4DMixer copies it into B)."""
+    return legs_input(n_state)
 
 
 def s4d_init(init: str, channels: int, d_state: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,8 +144,9 @@ def vandermonde(log_dA: torch.Tensor, length: int) -> torch.Tensor:
 class SSMWeight(RescalableWeight, nn.Module):
     """B or C: a complex (H, M) array stored as its real view, with a role and a multiplier.
 
-    It starts at the reference init (B: ones; C: complex N(0, 1)); when its role is ssm_B or
-    ssm_C a parameterization rescales it like a matrix weight (the vector role keeps it).
+    It starts at the reference init (B: ones, S4DMixer sets S4D-LegS's; C: complex N(0, 1));
+    when its role is ssm_B or ssm_C a parameterization rescales it like a matrix weight (the
+    vector role keeps it).
     """
 
     def __init__(self, channels: int, modes: int, *, kind: str, role: str) -> None:
@@ -146,6 +188,10 @@ class S4DMixer(nn.Module):
         self.reset_dt()
         b_role, c_role = ("ssm_B", "ssm_C") if ssm_roles == "ssm" else ("vector", "vector")
         self.B = SSMWeight(d_model, self.modes, kind="ones", role=b_role)
+        if init == "legs":  # the reference's S4D-LegS (dplr.py) ignores B_init: HiPPO's B
+            with torch.no_grad():
+                self.B.weight.copy_(torch.view_as_real(_legs_input_cached(d_state)).expand_as(
+                    self.B.weight))
         self.C = SSMWeight(d_model, self.modes, kind="normal", role=c_role)
         self.D = nn.Parameter(torch.randn(d_model))
         self.param_roles = {"A_re": "vector", "A_im": "vector", "log_dt": "vector",
