@@ -13,8 +13,10 @@ the same split as `source: parquet` on that glob, wherever the cache is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 from pathlib import Path
 
 import yaml
@@ -23,6 +25,7 @@ from mutransfer.data.config import DataConfig
 from mutransfer.data.files import FileSet, data_dir, static_root, visible
 from mutransfer.data.parquet import ParquetSource, parquet_source
 from mutransfer.errors import DataMissing, UserError, first_line
+from mutransfer.paths import missing_folders
 
 
 def default_cache_dir() -> Path:
@@ -136,6 +139,24 @@ def _fetch(cfg: DataConfig, local: Path, patterns: list[str]) -> list[str]:
     return chosen
 
 
+def _remove_failed(local: Path, created: list[Path], had_card: bool) -> None:
+    """After a failed fetch into `local`, what it wrote, unless a Parquet file came (a download
+    cut short keeps what it got, which the next fetch resumes): the hub's bookkeeping
+    (.cache/), the dataset card when it was not there before, then those of the folders it
+    created (`created`, deepest first) that are empty. A refused dataset (offline, an unknown
+    repo, no access, no matching files) left <cache_dir>/<owner>/<name>/.cache/huggingface/
+    with a lock file."""
+    if local.is_dir() and any(local.rglob("*.parquet")):
+        return
+    if local / ".cache" in created:
+        shutil.rmtree(local / ".cache", ignore_errors=True)
+    if not had_card:
+        (local / "README.md").unlink(missing_ok=True)
+    for folder in created:  # deepest first; one holding another process's files stays
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def _where(local: Path, patterns: list[str]) -> str:
     globs = ", ".join(str(local / p) for p in patterns)
     return f"place the Parquet files as {globs} (the same as source: parquet, path: that glob)"
@@ -167,11 +188,15 @@ def hf_files(cfg: DataConfig) -> FileSet:
             raise UserError(f"hf: {cfg.dataset} {missing} in {local}{have} and "
                             f"huggingface_hub is not installed: pip install 'mutransfer[hf]', "
                             f"or {_where(local, patterns)}") from None
+        # the hub's bookkeeping goes to local/.cache: what a failed fetch removes again
+        created, had_card = missing_folders(local / ".cache"), (local / "README.md").exists()
         try:
             names = _fetch(cfg, local, patterns)
         except UserError:
+            _remove_failed(local, created, had_card)
             raise
         except Exception as exc:  # offline, unknown repo, no access: all end the same way
+            _remove_failed(local, created, had_card)
             reason = first_line(exc)[:160]
             raise UserError(f"hf: could not fetch {cfg.dataset} ({type(exc).__name__}: "
                             f"{reason}){have}; offline, {_where(local, patterns)}") from None

@@ -229,14 +229,21 @@ class ParquetSource:
                                 f"rows, eval_fraction {self.eval_fraction}); use more rows")
 
     def _check_tokens(self, split: Split, seq_len: int) -> None:
-        """UserError when the split's whole stream is shorter than one sequence. Counts row
-        groups only until there are enough tokens: one of a real corpus (its count is cached
-        and the first batch reads it anyway)."""
-        total = 0
+        """UserError when the split's whole stream is shorter than one sequence, or is
+        end-of-text tokens alone (every text of it empty: Parquet files without statistics
+        pass shard_units' check, and the stream was a run of end-of-text tokens, which the
+        token cache refuses: validate said ok, the sweep refused). Counts row groups only
+        until there are enough tokens and some text: one of a real corpus (its count is
+        cached and the first batch reads it anyway)."""
+        total = text = 0
         for unit in self.units:
-            total += self._count(unit, split)
-            if total > seq_len:
+            tokens, docs = self._sizes(unit, split)
+            total, text = total + tokens, text + tokens - docs
+            if total > seq_len and text:
                 return
+        if not text:
+            raise UserError(f"{self.name}: the {split} split has no text (its "
+                            f"{self.text_column!r} values are all null or empty)")
         check_split_tokens(self.name, split, total, seq_len)
 
     # -- reading -------------------------------------------------------------------------
@@ -249,20 +256,31 @@ class ParquetSource:
 
     def _count(self, unit: Unit, split: Split) -> int:
         key = self._count_key(unit, split)
-        if key not in _COUNTS:
-            _COUNTS[key] = sum(self.tok.count_docs(t) for t in self._texts(unit, split))
-        return _COUNTS[key]
+        return _COUNTS[key] if key in _COUNTS else self._sizes(unit, split)[0]
+
+    def _sizes(self, unit: Unit, split: Split) -> tuple[int, int]:
+        """(tokens, documents) of the unit's split, counted once per process (the documents
+        under the key plus "docs", so that clearing _COUNTS forgets both)."""
+        key = self._count_key(unit, split)
+        docs_key = (*key, "docs")
+        if key not in _COUNTS or docs_key not in _COUNTS:
+            tokens = docs = 0
+            for texts in self._texts(unit, split):
+                tokens, docs = tokens + self.tok.count_docs(texts), docs + len(texts)
+            _COUNTS[key], _COUNTS[docs_key] = tokens, docs
+        return _COUNTS[key], _COUNTS[docs_key]
 
     def _encode(self, unit: Unit, split: Split) -> Iterator[np.ndarray]:
         key = self._count_key(unit, split)
         if key in _TOKENS:
             yield _TOKENS[key]
             return
-        parts = []
+        parts, docs = [], 0
         for texts in self._texts(unit, split):
             parts.append(encode_texts(self.tok, texts, unit, self.name, self.text_column))
+            docs += len(texts)
             yield parts[-1]
-        _COUNTS[key] = sum(len(p) for p in parts)
+        _COUNTS[key], _COUNTS[(*key, "docs")] = sum(len(p) for p in parts), docs
         size = sum(p.nbytes for p in parts)
         if sum(t.nbytes for t in _TOKENS.values()) + size <= TOKEN_CACHE_BYTES:
             empty = np.zeros(0, token_dtype(self.tok.vocab_size))

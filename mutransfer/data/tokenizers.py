@@ -110,8 +110,13 @@ class JsonTokenizer:
         tokenizer.encode_special_tokens = True
         self.tokenizer = tokenizer
         self.name = path
-        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
         vocab = tokenizer.get_vocab(with_added_tokens=True)
+        # ids index the embedding, so the vocab is one more than the largest id, as the cost
+        # model counts it (cost/vocab.py): get_vocab_size counts the tokens, fewer where the
+        # ids skip some (a WordLevel file with ids 0, 7, 9, 20 counts 4, and emitted ids up
+        # to 20: a cache refused as "edited by hand", an embedding indexed out of range)
+        self.vocab_size = max(int(tokenizer.get_vocab_size(with_added_tokens=True)),
+                              max(vocab.values(), default=-1) + 1)
         found = [vocab[t] for t in EOT_NAMES if t in vocab]
         if not found:
             raise UserError(f"tokenizer {path}: no end-of-text token (one of "
