@@ -23,7 +23,7 @@ import pandas as pd
 from mutransfer.analysis.coordverdict import excess, judge, label, undecided
 from mutransfer.analysis.intervals import LEVEL
 from mutransfer.analysis.tdist import t_quantile
-from mutransfer.analysis.updates import GOVERNED
+from mutransfer.analysis.updates import GOVERNED, is_relative
 
 # (role, kind, direction) -> what it usually means; kind h: size at init or after training,
 # dh: the update's size; direction: grows / vanishes
@@ -73,6 +73,7 @@ class Culprit:
     direction: str  # grows / vanishes
     params: dict[str, str] = field(default_factory=dict)  # name -> role
     expected: float = math.nan  # a parameter's exponent the table implies (NaN: activation)
+    relative: bool = True  # a parameter's update: over ‖W_0‖ (False: its RMS, e.g. zero init)
 
     @property
     def is_param(self) -> bool:
@@ -110,10 +111,11 @@ class Culprit:
         role = self.role
         if self.kind == "init":
             what, fix = "its init's RMS", "init"
-        elif role in GOVERNED:
+        elif self.relative:
             what, fix = "its relative update ‖ΔW‖/‖W‖", "LR (Adam)"
-        else:
-            what, fix = "its update's RMS", "LR (Adam)"
+        else:  # a vector, or a governed tensor initialised to zero (‖W_0‖ = 0): its own RMS
+            what = "its update's RMS" + (" (its init is zero)" if role in GOVERNED else "")
+            fix = "LR (Adam)"
         when = "at init" if self.kind == "init" else f"after step {self.step}"
         off = self.slope - self.expected
         return (f"parameter {self.quantity} ({role}): {what} scales as width^{self.slope:+.2f}"
@@ -207,7 +209,8 @@ def param_culprit(judged: pd.DataFrame, param_order: dict[str, int]) -> Culprit 
                    step=int(r["step"]), slope=float(r["slope"]),
                    se=float(r["se"]) if np.isfinite(r["se"]) else 0.0,
                    direction="grows" if r["slope"] > r["expected"] else "vanishes",
-                   params={r["quantity"]: r["role"]}, expected=float(r["expected"]))
+                   params={r["quantity"]: r["role"]}, expected=float(r["expected"]),
+                   relative=is_relative(r))
 
 
 def culprit_of(judged: pd.DataFrame, coord: pd.DataFrame,

@@ -111,7 +111,9 @@ def update_slopes(sizes: pd.DataFrame, expected: pd.DataFrame, tol: float) -> pd
     skip = _untrained(sizes)
     sl = sl[[(q, s) not in skip for q, s in zip(sl["quantity"], sl["step"])]]
     exp = expected.set_index("param")
-    sl = sl.assign(kind=sl["kind"].map(KINDS), role=sl["quantity"].map(exp["role"]))
+    # `relative`: whether the update's size is over ‖W_0‖ (a governed tensor, not zero-init)
+    sl = sl.assign(kind=sl["kind"].map(KINDS), role=sl["quantity"].map(exp["role"]),
+                   relative=sl["quantity"].map(exp["relative"]).fillna(False).astype(bool))
     sl["expected"] = np.where(sl["kind"] == "init", sl["quantity"].map(exp["init_exp"]),
                               sl["quantity"].map(exp["update_exp"]))
     sl = sl[np.isfinite(sl["expected"].to_numpy(float))].reset_index(drop=True)
@@ -122,12 +124,21 @@ def update_slopes(sizes: pd.DataFrame, expected: pd.DataFrame, tol: float) -> pd
     return sl
 
 
+def is_relative(r) -> bool:
+    """Whether a judged update row's size is relative (‖ΔW‖/‖W_0‖): a governed role's, but
+    not a zero-init tensor's (`_for_zero_init`), whose own RMS is judged."""
+    relative = r.get("relative")
+    if isinstance(relative, (bool, np.bool_)):
+        return bool(relative)
+    return r["role"] in GOVERNED  # a table without the column (slopes.parquet of before)
+
+
 def exponent_text(r) -> str:
     """'layers.1.mixer.out_proj.weight (hidden): its relative update grows as width^+0.50
     ± 0.01 after step 1; the table implies width^-0.50'."""
     what = {"init": "its init's RMS", "update": "its relative update ‖ΔW‖/‖W‖"}[r["kind"]]
-    if r["kind"] == "update" and r["role"] not in GOVERNED:
-        what = "its update's RMS"
+    if r["kind"] == "update" and not is_relative(r):
+        what = "its update's RMS" + (" (its init is zero)" if r["role"] in GOVERNED else "")
     when = "at init" if r["kind"] == "init" else f"after step {int(r['step'])}"
     se = r["se"] if np.isfinite(r["se"]) else 0.0
     return (f"{r['quantity']} ({r['role']}): {what} scales as width^{r['slope']:+.2f} "

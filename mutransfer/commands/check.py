@@ -225,9 +225,7 @@ def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int |
     """The equivalence test, sequentially: each round adds a seed set and resumes the
     search; it stops as soon as the drift's interval decides (inside or outside ±tolerance),
     or before a round the budget is not expected to hold (its cost: the last round's, of
-    trials of `steps` steps)."""
-    from mutransfer.analysis.checkverdict import equivalence
-
+    trials of `steps` steps), or when more seeds cannot decide it (`_more_seeds_may_decide`)."""
     c = spec.check
     minutes = budget.minutes if budget.minutes is not None else c.budget.minutes
     max_steps = budget.steps if budget.steps is not None else c.budget.trial_steps
@@ -258,11 +256,27 @@ def _transfer_stage(spec, out: Path, steps: int, budget: Budget, num_cpus: int |
         print(f"round {r.rounds}: drift {slope:+.3f} per doubling, 95% interval "
               f"[{lo:+.3f}, {hi:+.3f}] ({r.trials} trials, {r.trial_seconds:.0f} "
               f"trial-seconds, {last_s:.0f} s)", flush=True)
-        if equivalence(lo, hi, c.tolerance) or not (math.isfinite(lo) and math.isfinite(hi)):
+        if not _more_seeds_may_decide(drift, c.tolerance, len(c.widths)):
             break  # decided; or no interval, which more seeds of this grid do not give
     else:
         r.stopped = f"{c.budget.seeds} seeds"
     return r
+
+
+def _more_seeds_may_decide(drift: dict | None, tolerance: float, widths: int) -> bool:
+    """Whether another seed set may decide the drift: an interval across the bound narrows
+    with seeds; without an interval, seeds give one only where each of the `widths` has its
+    optimum inside the grid (a finite slope, none on the grid's edge) and lacks only the
+    seeds' spread, as the verdict then advises (checkverdict.decide: "more seeds
+    (check.seeds) give each lr* an interval")."""
+    from mutransfer.analysis.checkverdict import equivalence
+
+    d = drift or {}
+    lo, hi, slope = (float(d.get(k, math.nan)) for k in ("ci_low", "ci_high", "slope"))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return not equivalence(lo, hi, tolerance)
+    return (math.isfinite(slope) and not int(d.get("n_edge", 0) or 0)
+            and int(d.get("n_widths", widths) or 0) >= widths)
 
 
 def _run(job: Checked, args) -> int:

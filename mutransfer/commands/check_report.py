@@ -52,7 +52,8 @@ td,th{{padding:2px 8px;text-align:right}}</style></head><body>
 <h3>Slopes of log2 RMS against log2 width (last step, and every non-ok one)</h3>
 {_table(shown[cols])}
 <h3>Parameter tensors: exponent of log2 init RMS (kind init) and of the relative update
-‖ΔW‖/‖W‖ (update; a vector's update RMS) against log2 width, and the rule's</h3>
+‖ΔW‖/‖W‖ (update; a vector's, or a zero-init tensor's, update RMS) against log2 width,
+and the rule's</h3>
 {_table(pshown[pcols]) if len(pshown) else "<p>(none measured)</p>"}
 </body></html>"""
     path = out / "report.html"

@@ -149,6 +149,16 @@ class CheckOptions(StrictModel):
     @field_validator("widths")
     @classmethod
     def _widths(cls, value: list[int]) -> list[int]:
+        """The widths in increasing order (any order reads as the same set), each given once:
+        a repeat (a typo, 128 for 256) is refused, as the sweep's own width axis and
+        check.seeds refuse one (before, it was merged without a word, and the check ran fewer
+        widths than the file lists)."""
+        seen: dict[int, int] = {}
+        for i, width in enumerate(value):
+            if width in seen:
+                raise ValueError(f"width {width} is given twice (entries {seen[width]} and "
+                                 f"{i}); give each width once")
+            seen[width] = i
         if len(set(value)) < 2:
             raise ValueError("give at least two different widths")
         if min(value) < 8:
