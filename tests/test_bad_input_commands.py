@@ -208,6 +208,22 @@ def test_check_refuses_an_output_its_transfer_stage_could_not_write_before_anyth
 
 
 
+@pytest.mark.parametrize("changes,needle", [
+    ({"check.lr": [-0.001, 0.001, 0.01]}, "check.lr"),
+    ({"check.lr": [0.001, 0.01, 0.01]}, "check.lr"),
+    ({"check.seeds": [0, 0]}, "check.seeds")], ids=["negative lr", "repeated lr", "repeated seed"])
+def test_coord_only_refuses_the_transfer_fields_the_full_check_refuses(
+        changes, needle, tmp_path, capsys, monkeypatch, nothing_runs):
+    """The file is a check file either way: `--coord-only` ran and wrote its outputs with LRs
+    or seeds the full check then refused."""
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path / "c.yaml", check_doc(**changes))
+    full = one_line_error(capsys, main(["check", str(path)]), needle)
+    only = one_line_error(capsys, main(["check", str(path), "--coord-only"]), needle)
+    assert only == full
+    assert not nothing_runs and sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
 def test_coord_only_into_a_folder_holding_a_full_check_is_refused(tmp_path, capsys,
                                                                    monkeypatch, nothing_runs):
     """Before: `check --coord-only` replaced the full check's verdict.json and report.html

@@ -134,6 +134,7 @@ def checked(file: str, out: str | None = None, budget: str | None = None,
         raise UserError(f"{file}: {why}")
     c = Checked(file, spec, spec.out, parsed, configs, lr)
     if coord_only:
+        _check_transfer_fields(spec, file)
         _keep_full_verdict(spec.out, named)
         return c
     c.plan = transfer_plan(spec, file, max_cells)
@@ -172,6 +173,19 @@ def transfer_plan(spec, file: str, max_cells: int | None = None):
 
     return _in_the_files_terms(file, prepare, spec.sweep(), check_data=False,
                                max_cells=max_cells)
+
+
+def _check_transfer_fields(spec, file: str) -> None:
+    """The transfer stage's grid read as the full check reads it (a negative or repeated LR, a
+    repeated seed): `--coord-only` runs no transfer stage, but the file is one, and a run that
+    wrote its coordinate outputs would leave the full check to refuse it later. Its size, its
+    data and this machine are the full run's concern."""
+    from mutransfer.configbase import validate
+    from mutransfer.sweep.plan.cells import build_plan
+    from mutransfer.sweep.plan.spec import SweepSpec
+
+    _in_the_files_terms(file, lambda: build_plan(validate(SweepSpec, spec.sweep(),
+                                                          source="sweep"), source="sweep"))
 
 
 def check_transfer_data(plan, file: str) -> None:
