@@ -186,7 +186,8 @@ class TrainConfig(StrictModel):
     seq_len: int = Field(128, ge=2)
     eval_every: int = Field(50, ge=1)
     eval_batches: int = Field(4, ge=1)
-    cooldown: float = Field(0.2, gt=0, le=1, description=(
+    # validate_default: the warmup + cooldown check runs on the default 0.2 too
+    cooldown: float = Field(0.2, gt=0, le=1, validate_default=True, description=(
         "wsd: the fraction of the run's steps spent cooling down (rounded to whole steps); "
         "other schedules ignore it"))
     cooldown_shape: Literal["linear", "cosine", "sqrt"] = Field("linear", description=(

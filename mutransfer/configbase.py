@@ -361,4 +361,5 @@ def parse_set(assignments: list[str]) -> list[tuple[str, Any]]:
 def cooldown_steps(total: int, fraction: float) -> int:
     """The steps of a wsd cooldown (train.schedule: wsd): `fraction` of a run of `total`
     steps, rounded half up, at least 1; shared by the config's checks and the LR schedule."""
-    return max(1, min(total, math.floor(fraction * total + 0.5)))
+    # the product rounded to 9 places first: 0.29 * 50 is 14.499999999999998 in floats
+    return max(1, min(total, math.floor(round(fraction * total, 9) + 0.5)))

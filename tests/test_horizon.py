@@ -13,6 +13,7 @@ import yaml
 
 from mutransfer.cli import main
 from mutransfer.config import TrainConfig, TrialConfig
+from mutransfer.configbase import cooldown_steps
 from mutransfer.optim import lr_factor, make_optimizer
 from mutransfer.param.config import ROLES
 from mutransfer.results.schema import DECAY_ROLES
@@ -248,6 +249,21 @@ def test_bad_horizon_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, 
         assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
         assert "Traceback" not in err[0]
     assert not storage.exists()
+
+
+def test_warmup_and_the_default_cooldown_must_fit_the_run():
+    """The check ran only on a cooldown given explicitly: with the default 0.2, warmup 5 of 5
+    steps was accepted and the whole run trained as warmup."""
+    with pytest.raises(ValueError, match="warmup .5 steps. \\+ cooldown .0.2 of the run"):
+        TrialConfig(train={"schedule": "wsd", "warmup": 5, "steps": 5})
+    assert TrialConfig(train={"schedule": "wsd", "warmup": 4, "steps": 5}).train.warmup == 4
+
+
+@pytest.mark.parametrize("fraction,total,steps", [(0.29, 50, 15), (0.35, 90, 32),
+                                                  (0.35, 170, 60), (0.2, 60, 12), (0.25, 6, 2)])
+def test_the_cooldown_is_its_fraction_of_the_run_rounded_half_up(fraction, total, steps):
+    """Half up as the docs say, not as the float product falls (0.29 * 50 = 14.4999...: 14)."""
+    assert cooldown_steps(total, fraction) == steps
 
 
 def test_bad_horizon_values_on_an_axis_name_the_axis(tmp_path, capsys):
