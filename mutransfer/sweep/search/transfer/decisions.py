@@ -509,15 +509,24 @@ def least_cells(fam: Family, options: Search, per_width: int | None = None) -> i
 
 def settle_count(fam: Family, options: Search) -> int:
     """LRs of the family's grid that a width whose optimum is an LR in the grid's middle runs
-    when it is predicted well: those strictly within the settle radius, and at least MIN_SIDE
-    a side inside the fit's window (support_needs)."""
+    when it is predicted well: its first window there, then what support_needs asks for on an
+    exact bowl until it asks for nothing. (Counted from the radius and the two LRs a side
+    alone, it said 5 LRs a width on a half-octave grid and 7 on a third-octave one where the
+    search runs 7 and 9: with the window's next LR not run yet, a side walks one LR past the
+    radius.)"""
     x = fam.log2_lrs
-    d = x - x[len(x) // 2]
-    chosen = np.abs(d) < settle_radius(options)
-    for side in (-1, 1):
-        near = np.flatnonzero((d * side > 0) & (np.abs(d) < fit_half_width(fam)))
-        chosen[near[np.argsort(np.abs(d[near]))][:MIN_SIDE]] = True
-    return min(len(x), max(options.window, int(chosen.sum())))
+    mid = float(x[len(x) // 2])
+    lo, hi = window_around(x, Prediction(mid, 0.0, math.nan, ()), options.window)
+    ran = np.zeros(len(x), bool)
+    ran[lo:hi + 1] = True
+    none = np.zeros(len(x), bool)
+    while True:
+        stats = LRStats(ran.astype(int), np.ones(len(x), int), none, none,
+                        np.where(ran, (x - mid) ** 2, np.nan))
+        extra = support_needs(stats, x, settle_radius(options), fit_half_width(fam))
+        if not extra:
+            return int(ran.sum())
+        ran[sorted(extra)] = True
 
 
 # -- the whole sweep, with what is running ------------------------------------------------------
