@@ -16,6 +16,7 @@ import torch
 from matplotlib.figure import Figure
 from xdist.scheduler import LoadScopeScheduling
 
+from mutransfer.data import packing, parquet
 from mutransfer.data.base import DataSpec
 from mutransfer.data.tokenizers import make_tokenizer
 
@@ -251,3 +252,12 @@ def drawn(monkeypatch):
 
     monkeypatch.setattr(Figure, "savefig", keep)
     return figs
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Shuffle chunks of a few batches, so that tests cross chunk and epoch boundaries, and no
+    Parquet row group counted or tokenized yet in this process."""
+    monkeypatch.setattr(packing, "SHUFFLE_TOKENS", 512)
+    parquet._COUNTS.clear()
+    parquet._TOKENS.clear()

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from mutransfer.data import DataConfig, load_data, packing, parquet
+from mutransfer.data import DataConfig, load_data, parquet
 from mutransfer.data import cache as token_cache
 from mutransfer.data.cached import corpus_fingerprint
 from mutransfer.data.preflight import prepare_caches
@@ -24,13 +24,6 @@ def data_dir(tmp_path, monkeypatch):
     folder = tmp_path / "data-dir"
     monkeypatch.setenv("MUTRANSFER_DATA_DIR", str(folder))
     return folder
-
-
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(packing, "SHUFFLE_TOKENS", 512)
-    parquet._COUNTS.clear()
-    parquet._TOKENS.clear()
 
 
 def caches(data_dir) -> list[str]:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from mutransfer.data import DataConfig, load_data, packing, parquet
+from mutransfer.data import DataConfig, load_data, parquet
 from mutransfer.data.splits import rows_in_eval
 from mutransfer.errors import UserError
 from tests.conftest import same, take
@@ -36,13 +36,6 @@ def write_shards(folder, row_group_size=64, rows=N_ROWS):
 @pytest.fixture
 def shards(tmp_path):
     return write_shards(tmp_path / "shards")
-
-
-@pytest.fixture
-def small_chunks(monkeypatch):
-    """Shuffle chunks of a few batches, so that tests cross chunk and epoch boundaries."""
-    monkeypatch.setattr(packing, "SHUFFLE_TOKENS", 512)
-    forget()
 
 
 def forget():

@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from mutransfer.cli import main
-from mutransfer.data import DataConfig, load_data, packing, parquet
+from mutransfer.data import DataConfig, load_data, packing
 from mutransfer.data.parquet import epoch_order
 from mutransfer.data.splits import rows_in_eval
 from mutransfer.errors import UserError
@@ -38,14 +38,6 @@ def shards(folder: Path, n: int = 2) -> dict[str, list[str]]:
                        folder / f"s{k}.parquet", row_group_size=GROUP)
         docs[f"s{k}.parquet"] = texts
     return docs
-
-
-@pytest.fixture
-def small_chunks(monkeypatch):
-    """Shuffle chunks of a few batches, and no row group counted yet."""
-    monkeypatch.setattr(packing, "SHUFFLE_TOKENS", 512)
-    parquet._COUNTS.clear()
-    parquet._TOKENS.clear()
 
 
 def expected_stream(docs: dict[str, list[str]], split: str, seed: int, epochs: int) -> bytes:
