@@ -158,6 +158,11 @@ class Timing:
     fwd_bwd_ms: float
     peak_mib: float
 
+    @property
+    def bwd_ms(self) -> float:
+        """The backward alone: forward+backward less the forward."""
+        return self.fwd_bwd_ms - self.fwd_ms
+
 
 def timing(scan: Callable, x: dict, dout: torch.Tensor, args) -> Timing | None:
     """Forward, forward+backward and peak memory of one implementation (None on OOM)."""
@@ -207,11 +212,7 @@ def bench_shape(batch: int, dim: int, L: int, copy_gbs: float, args, config: Sca
 
 
 def _ms(t: Timing | None, field: str) -> str:
-    if t is None:
-        return "-"
-    if field == "bwd_ms":  # the backward alone: forward+backward less the forward
-        return f"{t.fwd_bwd_ms - t.fwd_ms:.3f}"
-    return f"{getattr(t, field):.3f}"
+    return "-" if t is None else f"{getattr(t, field):.3f}"
 
 
 def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
@@ -225,10 +226,7 @@ def print_table(rows: list[Row], copy_gbs: float, have_mamba: bool) -> None:
         head.append("chunked f+b ms")
     print(" | ".join(head))
     for r in rows:
-        fwd, both = r.ratio("fwd_ms"), r.ratio("fwd_bwd_ms")
-        bwd = None if r.mamba is None else (
-            (r.mamba.fwd_bwd_ms - r.mamba.fwd_ms)
-            / (r.triton_bld.fwd_bwd_ms - r.triton_bld.fwd_ms))
+        fwd, bwd, both = (r.ratio(f) for f in ("fwd_ms", "bwd_ms", "fwd_bwd_ms"))
         cells = [r.dtype, f"{r.batch} {r.d_inner} {r.L}", _ms(r.triton_bld, "fwd_ms"),
                  _ms(r.triton_bld, "bwd_ms"), _ms(r.triton_bld, "fwd_bwd_ms"),
                  _ms(r.triton_bdl, "fwd_bwd_ms"), _ms(r.mamba, "fwd_ms"),

@@ -255,8 +255,7 @@ class ParquetSource:
                 self.split_seed, self.eval_fraction, split)
 
     def _count(self, unit: Unit, split: Split) -> int:
-        key = self._count_key(unit, split)
-        return _COUNTS[key] if key in _COUNTS else self._sizes(unit, split)[0]
+        return self._sizes(unit, split)[0]
 
     def _sizes(self, unit: Unit, split: Split) -> tuple[int, int]:
         """(tokens, documents) of the unit's split, counted once per process (the documents
